@@ -1,0 +1,369 @@
+"""Typed, validated experiment configuration.
+
+An experiment is one YAML file with four sections, ``data``, ``model``, ``train`` and ``decode``,
+loaded into the pydantic models below. Every model forbids unknown keys, so a typo fails loudly,
+naming the key, the offending value and what is allowed. Command-line overrides use dotted paths
+(``train.lr=3e-4``) and go through exactly the same validation.
+
+``configs/reference.yaml`` lists every key with its default and its choices.
+"""
+
+from __future__ import annotations
+
+import copy
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from seqlab.errors import ConfigError
+
+Positive = Annotated[int, Field(gt=0)]
+NonNegative = Annotated[int, Field(ge=0)]
+Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
+
+
+class Strict(BaseModel):
+    """Base for every config section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+# ----------------------------------------------------------------------------------------- data
+DatasetName = Literal["timemachine", "tinyshakespeare", "fra-eng", "multi30k", "dates"]
+Language = Literal["en", "de", "fr"]
+
+
+class SubwordConfig(Strict):
+    """SentencePiece settings, used when ``data.tokenizer`` is ``subword``."""
+
+    model_type: Literal["bpe", "unigram"] = "bpe"
+    vocab_size: Positive = 8000
+    character_coverage: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    joint: bool = Field(True, description="one model for source and target (translation)")
+
+
+class DataConfig(Strict):
+    """Where the text comes from and how it becomes batches."""
+
+    dataset: DatasetName = "timemachine"
+    tokenizer: Literal["char", "word", "subword"] = "char"
+    normalize: Literal["none", "nmt", "letters"] = Field(
+        "none", description="letters: d2l Time Machine cleaning; nmt: d2l fra-eng preprocessing"
+    )
+    subword: SubwordConfig = SubwordConfig()
+    min_freq: NonNegative = 0
+    max_vocab: Positive | None = None
+    # language modelling
+    num_steps: Positive = 35
+    batch_size: Positive = 32
+    sampling: Literal["random", "sequential"] = "sequential"
+    val_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.1
+    # translation
+    src_lang: Language = "en"
+    tgt_lang: Language = "de"
+    max_len: Positive = 100
+    batch_tokens: Positive = 4096
+    num_examples: Positive | None = Field(None, description="use only the first N pairs")
+    val_examples: Positive = Field(1000, description="held-out pairs when the dataset has no split")
+
+    @model_validator(mode="after")
+    def _languages_differ(self) -> DataConfig:
+        if self.src_lang == self.tgt_lang:
+            raise ValueError(
+                f"src_lang and tgt_lang are both {self.src_lang!r}; pick two languages"
+            )
+        return self
+
+
+# ---------------------------------------------------------------------------------------- model
+CellName = Literal["rnn", "rnn_relu", "gru", "lstm", "peephole_lstm"]
+
+
+class RNNLMConfig(Strict):
+    """Recurrent language model: embedding (or one-hot) → stacked RNN → linear to vocabulary."""
+
+    arch: Literal["rnn_lm"] = "rnn_lm"
+    cell: CellName = "lstm"
+    backend: Literal["scratch", "fused"] = "fused"
+    embed_dim: NonNegative = Field(0, description="0 feeds one-hot vectors, as in d2l")
+    hidden_size: Positive = 256
+    num_layers: Positive = 2
+    dropout: Probability = 0.0
+    tie_weights: bool = False
+
+
+class TransformerLMConfig(Strict):
+    """Decoder-only Transformer language model (causal self-attention)."""
+
+    arch: Literal["transformer_lm"] = "transformer_lm"
+    d_model: Positive = 128
+    num_heads: Positive = 4
+    num_layers: Positive = 4
+    d_ff: Positive = 512
+    dropout: Probability = 0.0
+    max_len: Positive = 1024
+    positional: Literal["sinusoidal", "learned"] = "learned"
+    norm: Literal["post", "pre"] = "pre"
+    tie_weights: bool = True
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerLMConfig:
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+            )
+        return self
+
+
+class Seq2SeqConfig(Strict):
+    """RNN encoder–decoder (Sutskever et al. 2014 / Cho et al. 2014)."""
+
+    arch: Literal["seq2seq"] = "seq2seq"
+    cell: Literal["gru", "lstm"] = "gru"
+    embed_dim: Positive = 256
+    hidden_size: Positive = 512
+    num_layers: Positive = 2
+    dropout: Probability = 0.2
+
+
+class BahdanauConfig(Strict):
+    """Attentive RNN encoder–decoder (Bahdanau et al. 2014), bidirectional GRU encoder."""
+
+    arch: Literal["bahdanau"] = "bahdanau"
+    embed_dim: Positive = 256
+    hidden_size: Positive = 512
+    num_layers: Positive = 1
+    dropout: Probability = 0.2
+
+
+class TransformerConfig(Strict):
+    """Encoder–decoder Transformer (Vaswani et al. 2017)."""
+
+    arch: Literal["transformer"] = "transformer"
+    d_model: Positive = 256
+    num_heads: Positive = 4
+    encoder_layers: Positive = 4
+    decoder_layers: Positive = 4
+    d_ff: Positive = 1024
+    dropout: Probability = 0.1
+    max_len: Positive = 512
+    norm: Literal["post", "pre"] = "post"
+    share_embeddings: bool = False
+    tie_output: bool = True
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerConfig:
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+            )
+        return self
+
+
+ModelConfig = Annotated[
+    Union[RNNLMConfig, TransformerLMConfig, Seq2SeqConfig, BahdanauConfig, TransformerConfig],  # noqa: UP007
+    Field(discriminator="arch"),
+]
+
+
+# ---------------------------------------------------------------------------------------- train
+class TrainConfig(Strict):
+    """Optimisation, schedule, checkpointing; nothing here depends on the architecture."""
+
+    seed: NonNegative = 0
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    lr: Annotated[float, Field(gt=0.0)] = 1e-3
+    weight_decay: Annotated[float, Field(ge=0.0)] = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+    schedule: Literal["constant", "cosine", "inverse_sqrt", "plateau"] = "constant"
+    warmup_steps: NonNegative = 0
+    min_lr_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1
+    epochs: Positive = 10
+    max_steps: Positive | None = Field(None, description="stop after this many optimizer steps")
+    max_minutes: Annotated[float, Field(gt=0.0)] | None = None
+    grad_clip: Annotated[float, Field(gt=0.0)] | None = 1.0
+    label_smoothing: Probability = 0.0
+    precision: Literal["fp32", "bf16"] = "fp32"
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    threads: NonNegative = Field(0, description="torch threads; 0 leaves PyTorch's default")
+    log_every: Positive = 50
+    eval_every: Positive | None = Field(
+        None, description="steps between validations; None = each epoch"
+    )
+    keep_last: Positive = 2
+    early_stopping_patience: NonNegative = Field(
+        0, description="evaluations without improvement; 0 = off"
+    )
+    average_last: NonNegative = Field(0, description="average the last N checkpoints at the end")
+
+
+class DecodeConfig(Strict):
+    """Decoding for generation and translation."""
+
+    strategy: Literal["greedy", "beam", "sample"] = "greedy"
+    beam_size: Positive = 5
+    nbest: Positive = 1
+    length_penalty: Annotated[float, Field(ge=0.0)] = 1.0
+    max_len_a: Annotated[float, Field(ge=0.0)] = 1.5
+    max_len_b: NonNegative = 10
+    temperature: Annotated[float, Field(gt=0.0)] = 1.0
+    top_k: NonNegative = 0
+
+
+class ExperimentConfig(Strict):
+    """One experiment: the four sections of a YAML config file."""
+
+    name: str = "experiment"
+    data: DataConfig = DataConfig()
+    model: ModelConfig = RNNLMConfig()
+    train: TrainConfig = TrainConfig()
+    decode: DecodeConfig = DecodeConfig()
+
+
+# ------------------------------------------------------------------------------ loading, errors
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """Field names of the (nested) model that holds the key at ``loc[-1]``, if it can be found."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            if part in current.model_fields:
+                current = current.model_fields[part].annotation
+            else:
+                return None
+        else:  # a discriminated union: ``part`` is the tag (e.g. 'rnn_lm')
+            found = None
+            for option in _union_members(current):
+                arch = option.model_fields.get("arch")
+                if arch is not None and arch.default == part:
+                    found = option
+            if found is None:
+                return None
+            current = found
+        current = _strip_optional(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return sorted(current.model_fields)
+    return None
+
+
+_ARCH_TAGS = {"rnn_lm", "transformer_lm", "seq2seq", "bahdanau", "transformer"}
+
+
+def _union_members(tp: Any) -> list[type[BaseModel]]:
+    tp = _strip_annotated(tp)
+    members = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
+    return [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+
+
+def _strip_annotated(tp: Any) -> Any:
+    while typing.get_origin(tp) is Annotated:
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def _strip_optional(tp: Any) -> Any:
+    tp = _strip_annotated(tp)
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return _strip_annotated(members[0])
+    return tp
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    """Turn pydantic's report into lines of ``source: key: problem (got value; allowed ...)``."""
+    lines = [f"invalid configuration in {source}:"]
+    for e in err.errors(include_url=False):
+        loc = tuple(e["loc"])
+        # the discriminated union puts its tag ('rnn_lm', ...) into the path: not a key the user wrote
+        key = ".".join(str(p) for p in loc if p not in _ARCH_TAGS) or "<top level>"
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(ExperimentConfig, loc)
+            hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
+            lines.append(f"  {key}: unknown key (value {e['input']!r}){hint}")
+        elif e["type"] == "union_tag_invalid":
+            lines.append(f"  {key}: {e['msg']}")
+        else:
+            lines.append(f"  {key}: {e['msg']} (got {e['input']!r})")
+    return "\n".join(lines)
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise ConfigError(
+            f"override {item!r} is not of the form section.key=value (e.g. train.lr=3e-4)"
+        )
+    key, raw = item.split("=", 1)
+    path = key.strip().split(".")
+    if not all(path):
+        raise ConfigError(f"override {item!r}: empty key segment in {key!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {item!r}: value {raw!r} is not valid YAML: {exc}") from exc
+    return path, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Set dotted ``key=value`` overrides into a raw config dict (validation happens after)."""
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        path, value = _parse_override(item)
+        node = out
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {part!r} is a value, not a section")
+            node = child
+        node[path[-1]] = value
+    return out
+
+
+def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ExperimentConfig:
+    """Validate a raw mapping into an :class:`ExperimentConfig` or raise :class:`ConfigError`."""
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{source}: expected a mapping of sections at the top level, got {type(raw).__name__}"
+        )
+    try:
+        return ExperimentConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err, source)) from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read a YAML experiment file, apply dotted overrides, validate."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    source = str(path)
+    if overrides:
+        raw = apply_overrides(raw, overrides)
+        source += " with overrides " + " ".join(overrides)
+    return config_from_dict(raw, source)
+
+
+def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Plain JSON/YAML-safe mapping (tuples become lists) that :func:`config_from_dict` accepts."""
+    return cfg.model_dump(mode="json")
+
+
+def save_config(cfg: ExperimentConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML, atomically."""
+    from seqlab.io import atomic_write_text
+
+    atomic_write_text(Path(path), yaml.safe_dump(config_to_dict(cfg), sort_keys=False))

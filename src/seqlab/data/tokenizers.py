@@ -1,0 +1,179 @@
+"""Tokenizers: characters, words, and SentencePiece subwords — each with its inverse.
+
+- :class:`CharTokenizer`: one token per character (d2l §8.2.2, ``token='char'``).
+- :class:`WordTokenizer`: whitespace words after normalisation. ``normalize="nmt"`` is the
+  d2l fra–eng preprocessing (§9.5.1): non-breaking spaces become spaces, text is lowercased and a
+  space is put before ``, . ! ?``. ``normalize="letters"`` is the d2l Time Machine cleaning:
+  anything that is not a letter becomes a space, lowercased.
+- :class:`SubwordTokenizer`: SentencePiece BPE or unigram (Kudo & Richardson 2018), trained on
+  the training split only, saved next to the model that uses it.
+
+A tokenizer is saved with :func:`save_tokenizer` (a JSON file, plus the SentencePiece model
+for subwords) and restored with :func:`load_tokenizer`: plain data, no pickles.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from seqlab.errors import DataError
+from seqlab.io import atomic_write_bytes, atomic_write_json
+
+Normalize = Literal["none", "nmt", "letters"]
+_NON_LETTERS = re.compile(r"[^A-Za-z]+")
+_SPACE_BEFORE_PUNCT = re.compile(r"(?<=\S)([,.!?])")
+_SPACE_THEN_PUNCT = re.compile(r" ([,.!?])")
+
+
+def normalize_text(text: str, how: Normalize) -> str:
+    """Apply one of the notes' cleanings (see the module docstring)."""
+    if how == "none":
+        return text
+    if how == "letters":
+        return _NON_LETTERS.sub(" ", text).strip().lower()
+    if how == "nmt":
+        text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
+        return _SPACE_BEFORE_PUNCT.sub(r" \1", text)
+    raise ValueError(f"unknown normalisation {how!r}; choose none, nmt or letters")
+
+
+class CharTokenizer:
+    """Characters as tokens; the inverse is concatenation."""
+
+    kind = "char"
+
+    def __init__(self, normalize: Normalize = "none") -> None:
+        self.normalize = normalize
+
+    def tokenize(self, text: str) -> list[str]:
+        return list(normalize_text(text, self.normalize))
+
+    def detokenize(self, tokens: Iterable[str]) -> str:
+        return "".join(tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "normalize": self.normalize}
+
+
+class WordTokenizer:
+    """Whitespace-separated words after normalisation; detokenisation re-attaches punctuation."""
+
+    kind = "word"
+
+    def __init__(self, normalize: Normalize = "nmt") -> None:
+        self.normalize = normalize
+
+    def tokenize(self, text: str) -> list[str]:
+        return normalize_text(text, self.normalize).split()
+
+    def detokenize(self, tokens: Iterable[str]) -> str:
+        text = " ".join(tokens)
+        return _SPACE_THEN_PUNCT.sub(r"\1", text) if self.normalize == "nmt" else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "normalize": self.normalize}
+
+
+class SubwordTokenizer:
+    """SentencePiece pieces (BPE or unigram); the inverse is SentencePiece's own decoding."""
+
+    kind = "subword"
+
+    def __init__(self, model_proto: bytes) -> None:
+        import sentencepiece as spm
+
+        self.model_proto = model_proto
+        self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
+
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        vocab_size: int = 8000,
+        model_type: Literal["bpe", "unigram"] = "bpe",
+        character_coverage: float = 1.0,
+    ) -> SubwordTokenizer:
+        """Train on the given sentences (pass the training split only); deterministic (one thread)."""
+        import sentencepiece as spm
+
+        model = io.BytesIO()
+        sentences = [s for s in sentences if s.strip()]
+        if not sentences:
+            raise DataError("cannot train a subword model on an empty corpus")
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            # ids are assigned by seqlab's Vocab; SentencePiece only segments
+            unk_id=0,
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            hard_vocab_limit=False,
+            num_threads=1,
+            minloglevel=2,
+        )
+        return cls(model.getvalue())
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._sp.encode(text, out_type=str)
+
+    def detokenize(self, tokens: Iterable[str]) -> str:
+        return self._sp.decode_pieces(list(tokens))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+
+Tokenizer = CharTokenizer | WordTokenizer | SubwordTokenizer
+
+
+def make_tokenizer(kind: str, normalize: Normalize = "none") -> CharTokenizer | WordTokenizer:
+    """Build a character or word tokenizer (subword ones are trained: see SubwordTokenizer.train)."""
+    if kind == "char":
+        return CharTokenizer(normalize)
+    if kind == "word":
+        return WordTokenizer(normalize)
+    raise ValueError(
+        f"unknown tokenizer {kind!r}; choose char or word (subword models are trained)"
+    )
+
+
+def save_tokenizer(tok: Tokenizer, directory: str | Path, name: str = "tokenizer") -> None:
+    """Write ``NAME.json`` (and ``NAME.spm.model`` for subwords) into ``directory``."""
+    directory = Path(directory)
+    if isinstance(tok, SubwordTokenizer):
+        atomic_write_bytes(directory / f"{name}.spm.model", tok.model_proto)
+    atomic_write_json(directory / f"{name}.json", {"format": "seqlab.tokenizer/1", **tok.to_dict()})
+
+
+def load_tokenizer(directory: str | Path, name: str = "tokenizer") -> Tokenizer:
+    """Inverse of :func:`save_tokenizer`."""
+    path = Path(directory) / f"{name}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"tokenizer file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc})") from None
+    if data.get("format") != "seqlab.tokenizer/1":
+        raise DataError(f"{path}: not a seqlab tokenizer file")
+    kind = data.get("kind")
+    if kind == "subword":
+        model = Path(directory) / f"{name}.spm.model"
+        try:
+            return SubwordTokenizer(model.read_bytes())
+        except FileNotFoundError:
+            raise DataError(f"subword model missing: {model}") from None
+        except RuntimeError as exc:
+            raise DataError(f"{model}: not a SentencePiece model ({exc})") from None
+    if kind in ("char", "word"):
+        return make_tokenizer(kind, data.get("normalize", "none"))
+    raise DataError(f"{path}: unknown tokenizer kind {kind!r}")

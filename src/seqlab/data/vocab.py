@@ -1,0 +1,152 @@
+"""Vocabulary: a two-way map between tokens and integer ids (d2l §8.2.3).
+
+Reserved tokens have fixed ids, whatever the corpus: ``<unk>`` 0, ``<pad>`` 1, ``<bos>`` 2,
+``<eos>`` 3. The remaining tokens follow by descending frequency (ties broken by first
+appearance in the counted text, so the order is deterministic). Unknown tokens map to ``<unk>``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from seqlab.errors import DataError
+from seqlab.io import atomic_write_json
+
+UNK, PAD, BOS, EOS = "<unk>", "<pad>", "<bos>", "<eos>"
+RESERVED = (UNK, PAD, BOS, EOS)
+FORMAT = "seqlab.vocab/1"
+
+
+def count_tokens(tokens: Iterable[Any]) -> Counter[str]:
+    """Count tokens in a flat list or a list of token lists."""
+    counter: Counter[str] = Counter()
+    for item in tokens:
+        if isinstance(item, list | tuple):
+            counter.update(item)
+        else:
+            counter[item] += 1
+    return counter
+
+
+class Vocab:
+    """Token ↔ id mapping built from token counts.
+
+    Args:
+        tokens: a flat list of tokens or a list of token lists (sentences/lines) to count.
+        min_freq: tokens seen fewer times than this are left out (they map to ``<unk>``).
+        max_size: keep at most this many tokens in all, reserved ones included.
+        extra_reserved: further special tokens placed right after the four fixed ones.
+    """
+
+    def __init__(
+        self,
+        tokens: Iterable[Any] = (),
+        min_freq: int = 0,
+        max_size: int | None = None,
+        extra_reserved: Sequence[str] = (),
+    ) -> None:
+        counts = count_tokens(tokens)
+        reserved = list(RESERVED) + [t for t in extra_reserved if t not in RESERVED]
+        if max_size is not None and max_size < len(reserved):
+            raise ValueError(
+                f"max_size={max_size} is smaller than the {len(reserved)} reserved tokens"
+            )
+        # Counter.most_common keeps insertion order among equal counts: deterministic.
+        ordered = [t for t, c in counts.most_common() if c >= min_freq and t not in reserved]
+        if max_size is not None:
+            ordered = ordered[: max_size - len(reserved)]
+        self.idx_to_token: list[str] = reserved + ordered
+        self.token_to_idx: dict[str, int] = {t: i for i, t in enumerate(self.idx_to_token)}
+        self.counts: dict[str, int] = {t: counts.get(t, 0) for t in self.idx_to_token}
+        self.num_reserved = len(reserved)
+
+    # ids of the special tokens (fixed across every vocabulary)
+    unk = RESERVED.index(UNK)
+    pad = RESERVED.index(PAD)
+    bos = RESERVED.index(BOS)
+    eos = RESERVED.index(EOS)
+
+    def __len__(self) -> int:
+        return len(self.idx_to_token)
+
+    def __contains__(self, token: str) -> bool:
+        return token in self.token_to_idx
+
+    def __getitem__(self, tokens: Any) -> Any:
+        """Token → id; lists and nested lists map element-wise."""
+        if isinstance(tokens, list | tuple):
+            return [self.__getitem__(t) for t in tokens]
+        return self.token_to_idx.get(tokens, self.unk)
+
+    def to_tokens(self, ids: Any) -> Any:
+        """Id → token; lists, nested lists and tensors map element-wise."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, list | tuple):
+            return [self.to_tokens(i) for i in ids]
+        return self.idx_to_token[int(ids)]
+
+    def token_freqs(self) -> list[tuple[str, int]]:
+        """Non-reserved tokens with their counts, most frequent first."""
+        return [(t, self.counts[t]) for t in self.idx_to_token[self.num_reserved :]]
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Vocab)
+            and self.idx_to_token == other.idx_to_token
+            and self.counts == other.counts
+        )
+
+    def __repr__(self) -> str:
+        return f"Vocab(size={len(self)}, reserved={self.idx_to_token[: self.num_reserved]})"
+
+    # -------------------------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "tokens": self.idx_to_token,
+            "counts": [self.counts[t] for t in self.idx_to_token],
+            "num_reserved": self.num_reserved,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> Vocab:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise DataError(f"{source}: not a seqlab vocabulary (expected format {FORMAT!r})")
+        tokens, counts = data.get("tokens"), data.get("counts")
+        if (
+            not isinstance(tokens, list)
+            or not isinstance(counts, list)
+            or len(tokens) != len(counts)
+        ):
+            raise DataError(f"{source}: 'tokens' and 'counts' must be lists of equal length")
+        if tuple(tokens[: len(RESERVED)]) != RESERVED:
+            raise DataError(
+                f"{source}: the first tokens must be {list(RESERVED)}, got {tokens[:4]}"
+            )
+        if len(set(tokens)) != len(tokens):
+            raise DataError(f"{source}: duplicate tokens in the vocabulary")
+        vocab = cls.__new__(cls)
+        vocab.idx_to_token = list(tokens)
+        vocab.token_to_idx = {t: i for i, t in enumerate(tokens)}
+        vocab.counts = dict(zip(tokens, (int(c) for c in counts), strict=True))
+        vocab.num_reserved = int(data.get("num_reserved", len(RESERVED)))
+        return vocab
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DataError(f"vocabulary file not found: {path}") from None
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: not valid JSON ({exc})") from None
+        return cls.from_dict(data, str(path))

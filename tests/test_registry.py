@@ -1,0 +1,118 @@
+import hashlib
+import os
+
+import pytest
+
+from seqlab.data import registry
+from seqlab.errors import DataError
+
+
+def test_every_dataset_has_url_checksum_licence():
+    assert set(registry.DATASETS) == {"timemachine", "tinyshakespeare", "fra-eng", "multi30k"}
+    for ds in registry.DATASETS.values():
+        assert ds.licence and ds.files
+        for f in ds.files:
+            assert f.url.startswith(("http://", "https://"))
+            assert all(len(d) == 64 for d in f.sha256)
+    names = {f.name for f in registry.DATASETS["multi30k"].files}
+    for split in registry.MULTI30K_SPLITS:
+        for lang in registry.MULTI30K_LANGS:
+            assert f"{split}.{lang}.gz" in names
+
+
+@pytest.fixture
+def fake_dataset(monkeypatch, tmp_path):
+    """A one-file dataset whose checksum we control."""
+    content = b"hello world\n"
+    entry = registry.DataFile(
+        "a.txt", "http://127.0.0.1:9/a.txt", (hashlib.sha256(content).hexdigest(),)
+    )
+    ds = registry.Dataset("fake", "fake", "none", "none", (entry,))
+    monkeypatch.setitem(registry.DATASETS, "fake", ds)
+    monkeypatch.setenv("SEQLAB_DATA_DIR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SEQLAB_OFFLINE", "1")
+    return content, tmp_path
+
+
+def test_mirror_is_preferred_to_cache(fake_dataset):
+    content, tmp = fake_dataset
+    for base in ("mirror", "cache"):
+        (tmp / base / "fake").mkdir(parents=True)
+        (tmp / base / "fake" / "a.txt").write_bytes(content)
+    assert registry.resolve("fake", "a.txt") == tmp / "mirror" / "fake" / "a.txt"
+    (tmp / "mirror" / "fake" / "a.txt").unlink()
+    assert registry.resolve("fake", "a.txt") == tmp / "cache" / "fake" / "a.txt"
+
+
+def test_missing_offline_names_file_places_and_remedy(fake_dataset):
+    _, tmp = fake_dataset
+    with pytest.raises(DataError) as exc:
+        registry.resolve("fake", "a.txt")
+    msg = str(exc.value)
+    assert "fake/a.txt" in msg
+    assert (
+        str(tmp / "mirror" / "fake" / "a.txt") in msg
+        and str(tmp / "cache" / "fake" / "a.txt") in msg
+    )
+    assert "SEQLAB_OFFLINE" in msg and "SEQLAB_DATA_DIR" in msg and "seqlab data fetch fake" in msg
+
+
+def test_checksum_mismatch_is_refused_with_both_digests(fake_dataset):
+    content, tmp = fake_dataset
+    (tmp / "mirror" / "fake").mkdir(parents=True)
+    bad = tmp / "mirror" / "fake" / "a.txt"
+    bad.write_bytes(b"tampered\n")
+    with pytest.raises(DataError) as exc:
+        registry.resolve("fake", "a.txt")
+    msg = str(exc.value)
+    assert "checksum mismatch" in msg and str(bad) in msg
+    assert (
+        hashlib.sha256(content).hexdigest() in msg
+        and hashlib.sha256(b"tampered\n").hexdigest() in msg
+    )
+
+
+def test_download_verifies_and_moves_atomically(fake_dataset, monkeypatch):
+    content, tmp = fake_dataset
+    monkeypatch.delenv("SEQLAB_OFFLINE")
+
+    class Response:
+        def __init__(self, data):
+            self.data = [data, b""]
+
+        def read(self, n):
+            return self.data.pop(0)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+    served = {"body": b"corrupted download"}
+    monkeypatch.setattr(
+        registry.urllib.request, "urlopen", lambda url, timeout: Response(served["body"])
+    )
+    with pytest.raises(DataError, match="checksum mismatch"):
+        registry.resolve("fake", "a.txt")
+    cache = tmp / "cache" / "fake"
+    assert not any(cache.iterdir()), "a failed download must leave nothing in the cache"
+    served["body"] = content
+    path = registry.resolve("fake", "a.txt")
+    assert path == cache / "a.txt" and path.read_bytes() == content
+    assert sorted(os.listdir(cache)) == ["a.txt"]
+
+
+def test_unknown_dataset_and_file():
+    with pytest.raises(DataError, match="unknown dataset 'nope'.*timemachine"):
+        registry.resolve("nope", "x")
+    with pytest.raises(DataError, match="no file 'x'.*timemachine.txt"):
+        registry.resolve("timemachine", "x")
+
+
+@pytest.mark.skipif(not os.environ.get("SEQLAB_DATA_DIR"), reason="needs SEQLAB_DATA_DIR")
+def test_shared_copies_verify():
+    for name in registry.DATASETS:
+        for path in registry.fetch(name):
+            assert path.is_file()
