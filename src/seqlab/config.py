@@ -33,7 +33,7 @@ class Strict(BaseModel):
 
 
 # ----------------------------------------------------------------------------------------- data
-DatasetName = Literal["timemachine", "tinyshakespeare", "fra-eng", "multi30k", "dates"]
+DatasetName = Literal["timemachine", "tinyshakespeare", "text", "fra-eng", "multi30k", "dates"]
 Language = Literal["en", "de", "fr"]
 
 
@@ -50,6 +50,7 @@ class DataConfig(Strict):
     """Where the text comes from and how it becomes batches."""
 
     dataset: DatasetName = "timemachine"
+    path: str | None = Field(None, description="a UTF-8 text file, when dataset is 'text'")
     tokenizer: Literal["char", "word", "subword"] = "char"
     normalize: Literal["none", "nmt", "letters"] = Field(
         "none", description="letters: d2l Time Machine cleaning; nmt: d2l fra-eng preprocessing"
@@ -72,6 +73,8 @@ class DataConfig(Strict):
 
     @model_validator(mode="after")
     def _languages_differ(self) -> DataConfig:
+        if (self.dataset == "text") != (self.path is not None):
+            raise ValueError("data.path is required with dataset 'text' and only allowed with it")
         if self.src_lang == self.tgt_lang:
             raise ValueError(
                 f"src_lang and tgt_lang are both {self.src_lang!r}; pick two languages"

@@ -70,11 +70,16 @@ def build_lm_corpus(
 def load_lm_corpus(
     cfg: DataConfig, tokenizer: Tokenizer | None = None, vocab: Vocab | None = None
 ) -> LMCorpus:
-    """Load ``cfg.dataset`` (timemachine or tinyshakespeare) as an :class:`LMCorpus`."""
-    if cfg.dataset not in LM_FILES:
+    """Load ``cfg.dataset`` (timemachine, tinyshakespeare, or ``text`` at ``cfg.path``)."""
+    if cfg.dataset == "text" and cfg.path is not None:
+        path = Path(cfg.path)
+        if not path.is_file():
+            raise DataError(f"data.path: text file not found: {path}")
+    elif cfg.dataset in LM_FILES:
+        path = resolve(cfg.dataset, LM_FILES[cfg.dataset])
+    else:
         raise DataError(
             f"data.dataset={cfg.dataset!r} is not a language-modelling corpus; choose one of "
-            + ", ".join(LM_FILES)
+            + ", ".join([*LM_FILES, "text"])
         )
-    path = resolve(cfg.dataset, LM_FILES[cfg.dataset])
     return build_lm_corpus(read_text(path), cfg, tokenizer, vocab)
