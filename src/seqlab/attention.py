@@ -1,0 +1,355 @@
+"""Attention: masks, masked softmax, scoring functions and multi-head attention.
+
+Notation (shapes in comments): B batch, h heads, Tq queries, Tk keys/values, d model width,
+d_k = d / h head width, d_q / d_kv feature sizes of raw queries / keys, d_v value width.
+
+Mask convention, used everywhere in seqlab: a **bool** tensor, ``True`` = *may attend*,
+broadcastable to the scores ``(..., Tq, Tk)``. (PyTorch's ``nn.MultiheadAttention`` masks mean the
+opposite, ``True`` = ignore; negate them with ``~``.) :func:`padding_mask` and :func:`causal_mask`
+build masks; combine them with ``&``. Masks are applied only inside
+:func:`scaled_dot_product_attention` / :func:`masked_softmax`. A query whose row is fully masked
+gets all-zero weights and a zero output, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+# ----------------------------------------------------------------------------------------- masks
+def padding_mask(valid_lens: Tensor, num_keys: int) -> Tensor:
+    """Bool mask that lets each query see only the first ``valid_lens`` keys.
+
+    Args:
+        valid_lens: number of real (non-padding) keys, per batch row ``(B,)`` or per query
+            ``(B, Tq)``.
+        num_keys: Tk, the padded key length.
+
+    Shape:
+        ``(B,) -> (B, 1, Tk)``; ``(B, Tq) -> (B, Tq, Tk)``, True where ``key index < valid_len``.
+    """
+    if valid_lens.dim() not in (1, 2):
+        raise ValueError(f"valid_lens must be (B,) or (B, Tq), got shape {tuple(valid_lens.shape)}")
+    positions = torch.arange(num_keys, device=valid_lens.device)  # (Tk,)
+    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
+    return positions < lens  # (B, 1, Tk) or (B, Tq, Tk)
+
+
+def causal_mask(num_queries: int, num_keys: int | None = None, device=None) -> Tensor:
+    """Bool mask that hides future keys (the "sequence mask" of Vaswani et al. 2017 §3.2.3).
+
+    Queries are the *last* ``Tq`` positions of the ``Tk`` keys (bottom-right aligned), so query
+    ``i`` may attend key ``j`` iff ``j <= i + (Tk - Tq)``. With a cache of ``Tk - Tq`` past
+    positions this is the right mask for decoding ``Tq`` new tokens.
+
+    Shape:
+        ``(Tq, Tk)``.
+    """
+    num_keys = num_queries if num_keys is None else num_keys
+    if num_keys < num_queries:
+        raise ValueError(
+            f"causal mask needs num_keys >= num_queries, got {num_keys} < {num_queries}"
+        )
+    q = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)  # (Tq, 1)
+    return torch.arange(num_keys, device=device)[None, :] <= q  # (Tq, Tk)
+
+
+def _check_mask(mask: Tensor) -> None:
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"attention masks are bool with True = may attend, got dtype {mask.dtype}; "
+            "build one with padding_mask(valid_lens, Tk) or causal_mask(Tq, Tk)"
+        )
+
+
+# ---------------------------------------------------------------------------------- softmax
+def masked_softmax(
+    scores: Tensor, mask: Tensor | None = None, valid_lens: Tensor | None = None
+) -> Tensor:
+    """Softmax over the last axis that gives zero weight to masked keys.
+
+    Masked scores are replaced by the most negative finite value (not ``-inf``), and masked
+    weights are set to exactly 0 afterwards, so a fully masked row yields all zeros and neither
+    the forward nor the backward pass can produce NaN.
+
+    Args:
+        scores: attention scores.
+        mask: bool, True = may attend, broadcastable to ``scores``.
+        valid_lens: alternative to ``mask`` for 3-d scores: ``(B,)`` or ``(B, Tq)``.
+
+    Shape:
+        scores ``(..., Tq, Tk)`` -> weights ``(..., Tq, Tk)``.
+    """
+    if valid_lens is not None:
+        if mask is not None:
+            raise ValueError("pass either mask or valid_lens, not both")
+        mask = padding_mask(valid_lens, scores.shape[-1])  # (B, 1|Tq, Tk)
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    _check_mask(mask)
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (..., Tq, Tk)
+    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)  # (..., Tq, Tk)
+
+
+# ------------------------------------------------------------------------------- scoring
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    *,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """softmax(Q Kᵀ / √d_k) V (Vaswani et al. 2017, §3.2.1, eq. 1).
+
+    Without ``need_weights`` this calls the fused ``F.scaled_dot_product_attention``; with it,
+    an explicit path computes and returns the weights. Both give the same output, including zero
+    outputs for fully masked query rows: the fused call sees such rows unmasked and their output
+    is zeroed afterwards, since some fused kernels (older PyTorch, some CUDA backends) give NaN
+    there. (PyTorch 2.13's CPU kernels already return zeros.)
+
+    Args:
+        mask: bool, True = may attend, broadcastable to ``(..., Tq, Tk)``.
+        is_causal: also hide future keys; queries are the last Tq of the Tk positions
+            (see :func:`causal_mask`).
+        dropout_p: dropout on the attention weights (pass 0.0 in eval mode).
+        need_weights: also return the (pre-dropout) attention weights.
+
+    Shape:
+        query ``(..., Tq, d_k)``, key ``(..., Tk, d_k)``, value ``(..., Tk, d_v)``
+        -> output ``(..., Tq, d_v)``, weights ``(..., Tq, Tk)`` or None.
+    """
+    num_q, num_k = query.shape[-2], key.shape[-2]
+    if mask is not None:
+        _check_mask(mask)
+    if is_causal and (need_weights or mask is not None or num_q != num_k):
+        # F.scaled_dot_product_attention's is_causal is top-left aligned, ours bottom-right
+        # (queries are the last Tq positions): build the mask; one query may see every key
+        if num_q > 1:
+            causal = causal_mask(num_q, num_k, device=query.device)  # (Tq, Tk)
+            mask = causal if mask is None else mask & causal
+        is_causal = False
+    if not need_weights:
+        if mask is None:
+            out = F.scaled_dot_product_attention(
+                query, key, value, dropout_p=dropout_p, is_causal=is_causal
+            )  # (..., Tq, d_v)
+            return out, None
+        any_key = mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
+        out = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask | ~any_key, dropout_p=dropout_p
+        )  # (..., Tq, d_v)
+        return out.masked_fill(~any_key, 0.0), None
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Tq, Tk)
+    weights = masked_softmax(scores, mask)  # (..., Tq, Tk)
+    out = F.dropout(weights, dropout_p) @ value  # (..., Tq, d_v)
+    return out, weights
+
+
+class AdditiveAttention(nn.Module):
+    """Additive attention a(q, k) = w_vᵀ tanh(W_q q + W_k k) (Bahdanau et al. 2014, §3.1).
+
+    Queries and keys may have different sizes. Always computes weights explicitly.
+    """
+
+    def __init__(self, query_size: int, key_size: int, num_hiddens: int, dropout: float = 0.0):
+        super().__init__()
+        self.w_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None = None,
+        *,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attention pooling of ``values`` with additive scores.
+
+        Args:
+            mask: bool, True = may attend, broadcastable to ``(B, Tq, Tk)``.
+
+        Shape:
+            queries ``(B, Tq, d_q)``, keys ``(B, Tk, d_kv)``, values ``(B, Tk, d_v)``
+            -> output ``(B, Tq, d_v)``, weights ``(B, Tq, Tk)`` or None.
+        """
+        q = self.w_q(queries)  # (B, Tq, H)
+        k = self.w_k(keys)  # (B, Tk, H)
+        features = torch.tanh(q[:, :, None, :] + k[:, None, :, :])  # (B, Tq, Tk, H)
+        scores = self.w_v(features).squeeze(-1)  # (B, Tq, Tk)
+        weights = masked_softmax(scores, mask)  # (B, Tq, Tk)
+        out = self.dropout(weights) @ values  # (B, Tq, d_v)
+        return out, (weights if need_weights else None)
+
+
+# ---------------------------------------------------------------------------------- multi-head
+@dataclass(frozen=True)
+class KVCache:
+    """Projected keys and values of one attention layer, split into heads.
+
+    For self-attention during incremental decoding it holds every position seen so far and
+    grows by :meth:`append`; for cross-attention it holds the projected encoder output,
+    computed once by :meth:`MultiHeadAttention.project_kv`.
+    """
+
+    key: Tensor  # (B, h, Tk, d_k)
+    value: Tensor  # (B, h, Tk, d_k)
+
+    @property
+    def length(self) -> int:
+        return self.key.shape[2]
+
+    def append(self, key: Tensor, value: Tensor) -> KVCache:
+        """A new cache with ``key``/``value`` ``(B, h, T, d_k)`` added after the stored ones."""
+        return KVCache(torch.cat([self.key, key], dim=2), torch.cat([self.value, value], dim=2))
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Vaswani et al. 2017, §3.2.2).
+
+    MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+    The h heads are computed at once by reshaping d into (h, d_k). ``in_proj`` packs
+    [W_Q; W_K; W_V] as rows of one ``(3d, d)`` Linear, the layout of
+    ``nn.MultiheadAttention.in_proj_weight`` (see :meth:`load_torch_weights`): self-attention
+    projects q, k and v with one matrix product, cross-attention uses the row blocks.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.dropout = dropout
+        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj.weight)  # as nn.MultiheadAttention
+        if bias:
+            nn.init.zeros_(self.in_proj.bias)
+            nn.init.zeros_(self.out_proj.bias)
+
+    @torch.no_grad()
+    def load_torch_weights(self, mha: nn.MultiheadAttention) -> None:
+        """Copy the weights of an ``nn.MultiheadAttention`` with packed q/k/v projections."""
+        if not mha._qkv_same_embed_dim or mha.embed_dim != self.d_model:
+            raise ValueError("need an nn.MultiheadAttention with kdim = vdim = embed_dim = d_model")
+        if mha.num_heads != self.num_heads:
+            raise ValueError(f"num_heads differ: {mha.num_heads} vs {self.num_heads}")
+        self.in_proj.weight.copy_(mha.in_proj_weight)
+        self.out_proj.weight.copy_(mha.out_proj.weight)
+        if self.in_proj.bias is not None:
+            self.in_proj.bias.copy_(mha.in_proj_bias)
+            self.out_proj.bias.copy_(mha.out_proj.bias)
+
+    def _split(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, h, T, d_k)
+
+    def _block(self, i: int) -> tuple[Tensor, Tensor | None]:
+        """Rows of the packed projection: 0 = W_Q, 1 = W_K, 2 = W_V (and their biases)."""
+        rows = slice(i * self.d_model, (i + 1) * self.d_model)
+        bias = self.in_proj.bias
+        return self.in_proj.weight[rows], (None if bias is None else bias[rows])
+
+    def project_kv(self, key: Tensor, value: Tensor) -> KVCache:
+        """Project keys and values once (e.g. the encoder output for cross-attention).
+
+        Shape:
+            key ``(B, Tk, d)``, value ``(B, Tk, d)`` -> KVCache of ``(B, h, Tk, d_k)``.
+        """
+        w_k, b_k = self._block(1)
+        w_v, b_v = self._block(2)
+        k = self._split(F.linear(key, w_k, b_k))  # (B, h, Tk, d_k)
+        v = self._split(F.linear(value, w_v, b_v))  # (B, h, Tk, d_k)
+        return KVCache(k, v)
+
+    def attend(
+        self,
+        query: Tensor,
+        kv: KVCache,
+        mask: Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from raw queries to already projected keys/values.
+
+        Shape:
+            query ``(B, Tq, d)`` -> output ``(B, Tq, d)``, weights ``(B, h, Tq, Tk)`` or None.
+        """
+        w_q, b_q = self._block(0)
+        q = self._split(F.linear(query, w_q, b_q))  # (B, h, Tq, d_k)
+        return self._heads(q, kv, mask, is_causal, need_weights)
+
+    def self_attention(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        *,
+        cache: KVCache | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, KVCache]:
+        """Self-attention with one packed q/k/v projection and an optional key/value cache.
+
+        The new positions' keys/values are appended to ``cache`` (if given) and the queries
+        attend to all of them; the returned cache holds every position so far (past + new).
+
+        Shape:
+            x ``(B, T, d)`` -> output ``(B, T, d)``, weights ``(B, h, T, Tk)`` or None, cache
+            of ``(B, h, Tk, d_k)`` with ``Tk = past + T``.
+        """
+        b, t, _ = x.shape
+        qkv = self.in_proj(x).view(b, t, 3, self.num_heads, self.head_dim)  # (B, T, 3, h, d_k)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d_k)
+        kv = KVCache(k, v) if cache is None else cache.append(k, v)
+        out, weights = self._heads(q, kv, mask, is_causal, need_weights)
+        return out, weights, kv
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """General attention of ``query`` over ``key``/``value`` (as ``nn.MultiheadAttention``).
+
+        Args:
+            mask: bool, True = may attend, broadcastable to ``(B, Tq, Tk)`` (or to
+                ``(B, h, Tq, Tk)`` if 4-d).
+            is_causal: hide future keys (bottom-right aligned, see :func:`causal_mask`).
+            need_weights: return per-head weights.
+
+        Shape:
+            query ``(B, Tq, d)``, key ``(B, Tk, d)``, value ``(B, Tk, d)``
+            -> output ``(B, Tq, d)``, weights ``(B, h, Tq, Tk)`` or None.
+        """
+        kv = self.project_kv(key, value)  # (B, h, Tk, d_k) each
+        return self.attend(query, kv, mask, is_causal=is_causal, need_weights=need_weights)
+
+    def _heads(
+        self, q: Tensor, kv: KVCache, mask: Tensor | None, is_causal: bool, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        if mask is not None and mask.dim() == 3:
+            mask = mask[:, None]  # (B, 1, Tq|1, Tk): same mask for every head
+        p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(
+            q, kv.key, kv.value, mask, is_causal=is_causal, dropout_p=p, need_weights=need_weights
+        )  # (B, h, Tq, d_k), (B, h, Tq, Tk)
+        b, _, t, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, d)
+        return self.out_proj(out), weights  # (B, Tq, d)

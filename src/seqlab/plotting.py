@@ -1,0 +1,118 @@
+"""Plots written as PNG files: one attention heatmap for every kind of attention, and line plots.
+
+Uses matplotlib's non-interactive Agg backend; every file is written atomically (a temporary file
+in the same folder, then ``os.replace``), so a reader never sees a half-written image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from torch import Tensor  # noqa: E402
+
+from seqlab.io import atomic_open  # noqa: E402
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
+    """Write ``fig`` as a PNG at ``path`` atomically and close it."""
+    path = Path(path)
+    try:
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=dpi, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return path
+
+
+def attention_figure(
+    weights: Tensor,
+    x_tokens: Sequence[str] | None = None,
+    y_tokens: Sequence[str] | None = None,
+    title: str = "Attention weights",
+    xlabel: str = "Keys",
+    ylabel: str = "Queries",
+) -> Figure:
+    """Heatmap of one attention matrix: row i = query i, column j = key j.
+
+    Any attention fits: pick one layer/head of a stack's per-layer weights, e.g.
+    ``weights[layer][batch, head]``, or a kernel-regression matrix.
+
+    Shape:
+        weights ``(Tq, Tk)``; ``x_tokens`` has Tk labels, ``y_tokens`` Tq labels.
+    """
+    if weights.dim() != 2:
+        raise ValueError(
+            f"expected one (Tq, Tk) attention matrix, got shape {tuple(weights.shape)}"
+        )
+    num_q, num_k = weights.shape
+    if x_tokens is not None and len(x_tokens) != num_k:
+        raise ValueError(f"x_tokens has {len(x_tokens)} labels for {num_k} keys")
+    if y_tokens is not None and len(y_tokens) != num_q:
+        raise ValueError(f"y_tokens has {len(y_tokens)} labels for {num_q} queries")
+    data = weights.detach().float().cpu().numpy()
+    # room for each tick label when tokens are shown, a fixed size otherwise
+    width = min(max(3.0, 0.3 * num_k + 1.5), 16.0) if x_tokens is not None else 6.0
+    height = min(max(2.5, 0.3 * num_q + 1.0), 16.0) if y_tokens is not None else 5.0
+    fig, ax = plt.subplots(figsize=(width, height))
+    image = ax.imshow(data, cmap="Reds", aspect="auto", interpolation="nearest")
+    fig.colorbar(image, ax=ax, shrink=0.8)
+    if x_tokens is not None:
+        ax.set_xticks(range(num_k), labels=list(x_tokens), rotation=90)
+    if y_tokens is not None:
+        ax.set_yticks(range(num_q), labels=list(y_tokens))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return fig
+
+
+def plot_attention(
+    weights: Tensor,
+    path: str | Path,
+    x_tokens: Sequence[str] | None = None,
+    y_tokens: Sequence[str] | None = None,
+    title: str = "Attention weights",
+    xlabel: str = "Keys",
+    ylabel: str = "Queries",
+) -> Path:
+    """Draw :func:`attention_figure` and write it to ``path`` (PNG, atomically).
+
+    Shape:
+        weights ``(Tq, Tk)``.
+    """
+    fig = attention_figure(weights, x_tokens, y_tokens, title, xlabel, ylabel)
+    return save_figure(fig, path)
+
+
+def plot_lines(
+    x: Tensor,
+    series: dict[str, Tensor],
+    path: str | Path,
+    *,
+    points: tuple[Tensor, Tensor] | None = None,
+    title: str = "",
+    xlabel: str = "x",
+    ylabel: str = "y",
+) -> Path:
+    """Line plot of several named curves over ``x``, optionally with scattered points.
+
+    Shape:
+        x ``(N,)``, each series ``(N,)``, points ``((M,), (M,))``.
+    """
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    for name, y in series.items():
+        ax.plot(x.detach().cpu().numpy(), y.detach().cpu().numpy(), label=name)
+    if points is not None:
+        px, py = (p.detach().cpu().numpy() for p in points)
+        ax.plot(px, py, "o", alpha=0.5, markersize=4, label="samples")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    return save_figure(fig, path)

@@ -1,0 +1,232 @@
+"""Masks, masked softmax, scoring functions and multi-head attention."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from seqlab.attention import (
+    AdditiveAttention,
+    KVCache,
+    MultiHeadAttention,
+    causal_mask,
+    masked_softmax,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+
+B, H, TQ, TK, D = 3, 2, 4, 6, 8
+
+
+# ----------------------------------------------------------------------------------------- masks
+def test_padding_mask_per_row_and_per_query():
+    m = padding_mask(torch.tensor([2, 0, 3]), 4)
+    assert m.shape == (3, 1, 4) and m.dtype == torch.bool
+    assert m[:, 0].tolist() == [[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 0]]
+    m2 = padding_mask(torch.tensor([[1, 2], [3, 0]]), 3)
+    assert m2.shape == (2, 2, 3)
+    assert m2.tolist() == [[[1, 0, 0], [1, 1, 0]], [[1, 1, 1], [0, 0, 0]]]
+
+
+@pytest.mark.parametrize("tq,tk", [(4, 4), (1, 5), (3, 7)])
+def test_causal_mask_is_bottom_right_aligned(tq, tk):
+    m = causal_mask(tq, tk)
+    assert m.shape == (tq, tk)
+    for i in range(tq):
+        absolute = tk - tq + i
+        assert m[i].tolist() == [j <= absolute for j in range(tk)]
+    if tq == tk:
+        assert torch.equal(m, torch.ones(tq, tq, dtype=torch.bool).tril())
+
+
+# ------------------------------------------------------------------------------ masked softmax
+def test_masked_softmax_matches_softmax_over_valid_prefix():
+    scores = torch.randn(B, TQ, TK)
+    lens = torch.tensor([1, 4, 6])
+    w = masked_softmax(scores, valid_lens=lens)
+    for b, n in enumerate(lens.tolist()):
+        torch.testing.assert_close(w[b, :, :n], torch.softmax(scores[b, :, :n], -1))
+        assert (w[b, :, n:] == 0).all()
+    assert torch.equal(w, masked_softmax(scores, padding_mask(lens, TK)))
+
+
+def test_masked_softmax_fully_masked_row_is_zero_without_nan_in_grad():
+    scores = torch.randn(2, 3, 5, requires_grad=True)
+    lens = torch.tensor([[0, 2, 5], [3, 0, 1]])  # per query, two rows fully masked
+    w = masked_softmax(scores, valid_lens=lens)
+    assert torch.isfinite(w).all()
+    assert (w[0, 0] == 0).all() and (w[1, 1] == 0).all()
+    sums = w.sum(-1)
+    torch.testing.assert_close(sums, (lens > 0).float())
+    (w * torch.randn_like(w)).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+    assert (scores.grad[0, 0] == 0).all()
+
+
+def test_masks_must_be_bool():
+    with pytest.raises(TypeError, match="bool"):
+        masked_softmax(torch.randn(2, 3), torch.ones(2, 3))
+
+
+# --------------------------------------------------------------------------- dot-product attention
+def _mask(kind: str) -> tuple[torch.Tensor | None, bool]:
+    """(mask broadcastable to (B, H, TQ, TK), is_causal) for one kind of masking."""
+    if kind == "none":
+        return None, False
+    if kind == "padding":
+        return padding_mask(torch.tensor([2, 6, 5]), TK)[:, None], False  # (B, 1, 1, TK)
+    if kind == "per_query":
+        return padding_mask(torch.tensor([[1, 2, 3, 4], [6, 6, 1, 1], [3, 3, 3, 3]]), TK)[
+            :, None
+        ], False
+    if kind == "fully_masked_row":
+        return padding_mask(torch.tensor([[0, 2, 3, 4], [6, 0, 1, 1], [3, 3, 3, 0]]), TK)[
+            :, None
+        ], False
+    if kind == "causal":
+        return None, True
+    if kind == "causal_padding":
+        return padding_mask(torch.tensor([3, 6, 1]), TK)[:, None], True
+    raise AssertionError(kind)
+
+
+def _reference_attention(q, k, v, mask):
+    """Textbook softmax(QKᵀ/√d)V, one query at a time over its allowed keys."""
+    out = torch.zeros(*q.shape[:-1], v.shape[-1])
+    mask = mask.expand(*q.shape[:-1], k.shape[-2])
+    for idx in itertools.product(*map(range, q.shape[:-1])):
+        keys = mask[idx].nonzero().flatten()
+        if len(keys) == 0:
+            continue
+        b_h = idx[:-1]
+        s = k[b_h][keys] @ q[idx] / math.sqrt(q.shape[-1])
+        out[idx] = torch.softmax(s, 0) @ v[b_h][keys]
+    return out
+
+
+@pytest.mark.parametrize(
+    "kind", ["none", "padding", "per_query", "fully_masked_row", "causal", "causal_padding"]
+)
+def test_fused_and_explicit_dot_product_attention_agree(kind):
+    q, k, v = torch.randn(B, H, TQ, D), torch.randn(B, H, TK, D), torch.randn(B, H, TK, 5)
+    mask, is_causal = _mask(kind)
+    fused, none = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
+    explicit, w = scaled_dot_product_attention(
+        q, k, v, mask, is_causal=is_causal, need_weights=True
+    )
+    assert none is None and w.shape == (B, H, TQ, TK)
+    assert torch.isfinite(fused).all()
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=0)
+    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool)
+    if is_causal:
+        full = full & causal_mask(TQ, TK)
+    torch.testing.assert_close(explicit, _reference_attention(q, k, v, full), atol=1e-5, rtol=0)
+    assert (w.masked_select(~full.expand_as(w)) == 0).all()
+
+
+def test_fused_path_gradient_is_finite_with_fully_masked_rows():
+    q = torch.randn(B, H, TQ, D, requires_grad=True)
+    k, v = torch.randn(B, H, TK, D), torch.randn(B, H, TK, D)
+    mask, _ = _mask("fully_masked_row")
+    out, _ = scaled_dot_product_attention(q, k, v, mask)
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all()
+    assert (out[0, :, 0] == 0).all()
+
+
+# ------------------------------------------------------------------------------------ additive
+def test_additive_attention_matches_the_formula_with_different_sizes():
+    att = AdditiveAttention(query_size=5, key_size=3, num_hiddens=7).eval()
+    q, k, v = torch.randn(2, 4, 5), torch.randn(2, 6, 3), torch.randn(2, 6, 2)
+    mask = padding_mask(torch.tensor([6, 2]), 6)
+    out, w = att(q, k, v, mask, need_weights=True)
+    scores = torch.empty(2, 4, 6)
+    for b, i, j in itertools.product(range(2), range(4), range(6)):
+        hidden = torch.tanh(att.w_q.weight @ q[b, i] + att.w_k.weight @ k[b, j])
+        scores[b, i, j] = att.w_v.weight[0] @ hidden
+    expected = masked_softmax(scores, mask)
+    torch.testing.assert_close(w, expected)
+    torch.testing.assert_close(out, expected @ v)
+    assert (w[1, :, 2:] == 0).all()
+    assert att(q, k, v, mask)[1] is None
+
+
+# ---------------------------------------------------------------------------------- multi-head
+def _pair(d=D, h=H, bias=True):
+    ref = nn.MultiheadAttention(d, h, bias=bias, batch_first=True).eval()
+    ours = MultiHeadAttention(d, h, bias=bias).eval()
+    ours.load_torch_weights(ref)
+    return ours, ref
+
+
+@pytest.mark.parametrize("masking", ["none", "key_padding", "causal", "both"])
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_multihead_matches_torch_self_attention(masking, need_weights, bias):
+    ours, ref = _pair(bias=bias)
+    x = torch.randn(B, TK, D)
+    kpm = ~padding_mask(torch.tensor([TK, 2, 4]), TK)[:, 0]  # (B, TK) True = ignore (PyTorch)
+    causal = ~causal_mask(TK)  # (TK, TK) True = ignore (PyTorch)
+    use_kpm, use_causal = masking in ("key_padding", "both"), masking in ("causal", "both")
+    ref_out, ref_w = ref(
+        x, x, x,
+        key_padding_mask=kpm if use_kpm else None,
+        attn_mask=causal if use_causal else None,
+        need_weights=True,
+    )  # fmt: skip
+    mask = ~kpm[:, None, :] if use_kpm else None  # (B, 1, TK) True = attend
+    out, w = ours(x, x, x, mask, is_causal=use_causal, need_weights=need_weights)
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+    if need_weights:
+        assert w.shape == (B, H, TK, TK)
+        torch.testing.assert_close(w.mean(1), ref_w, atol=1e-5, rtol=0)
+    else:
+        assert w is None
+    out2, _, kv = ours.self_attention(x, mask, is_causal=use_causal)
+    torch.testing.assert_close(out2, out, atol=1e-6, rtol=0)
+    assert kv.key.shape == (B, H, TK, D // H)
+
+
+def test_multihead_matches_torch_cross_attention_and_reuses_projected_memory():
+    ours, ref = _pair()
+    q, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
+    kpm = ~padding_mask(torch.tensor([1, 6, 3]), TK)[:, 0]
+    ref_out, ref_w = ref(q, memory, memory, key_padding_mask=kpm)
+    out, w = ours(q, memory, memory, ~kpm[:, None], need_weights=True)
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
+    torch.testing.assert_close(w.mean(1), ref_w, atol=1e-5, rtol=0)
+    kv = ours.project_kv(memory, memory)
+    for t in range(TQ):  # one query at a time against the memory projected once
+        step, _ = ours.attend(q[:, t : t + 1], kv, ~kpm[:, None])
+        torch.testing.assert_close(step[:, 0], ref_out[:, t], atol=1e-5, rtol=0)
+
+
+def test_incremental_self_attention_with_cache_matches_causal_pass():
+    ours, _ = _pair()
+    x = torch.randn(B, TK, D)
+    full, _, _ = ours.self_attention(x, is_causal=True)
+    empty = torch.zeros(B, H, 0, D // H)
+    cache = KVCache(empty, empty)
+    out, _, cache = ours.self_attention(x[:, :2], cache=cache, is_causal=True)  # prefill 2
+    steps = [out]
+    for t in range(2, TK - 2):  # then one token at a time
+        out, _, cache = ours.self_attention(x[:, t : t + 1], cache=cache, is_causal=True)
+        steps.append(out)
+    out, w, cache = ours.self_attention(
+        x[:, TK - 2 :], cache=cache, is_causal=True, need_weights=True
+    )
+    steps.append(out)  # and a final chunk of 2 after a non-empty cache
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=0)
+    assert cache.length == TK
+    assert (w[:, :, 0, -1] == 0).all()  # the chunk's first query cannot see its successor
+
+
+def test_weights_are_never_stored_on_the_module():
+    ours, _ = _pair()
+    x = torch.randn(B, TK, D)
+    before = set(vars(ours))
+    ours(x, x, x, need_weights=True)
+    assert set(vars(ours)) == before
+    assert not any(isinstance(v, torch.Tensor) for v in vars(ours).values())

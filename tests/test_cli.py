@@ -1,0 +1,74 @@
+"""The command line as the README shows it."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from seqlab.cli import main
+
+HAVE_DATA = bool(os.environ.get("SEQLAB_DATA_DIR"))
+
+
+def test_data_list_shows_every_dataset(capsys):
+    assert main(["data", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("timemachine", "tinyshakespeare", "fra-eng", "multi30k"):
+        assert name in out
+    assert "licence" in out
+
+
+def test_fetch_missing_offline_is_a_clear_error(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("SEQLAB_DATA_DIR", raising=False)
+    monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SEQLAB_OFFLINE", "1")
+    assert main(["data", "fetch", "timemachine"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("seqlab: error: dataset file timemachine/timemachine.txt not found")
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(not HAVE_DATA, reason="needs SEQLAB_DATA_DIR")
+def test_fetch_and_stats_json(capsys):
+    assert main(["data", "fetch", "tinyshakespeare"]) == 0
+    assert "input.txt" in capsys.readouterr().out
+    assert main(["data", "stats", "tinyshakespeare", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["characters"] == 1_115_394
+
+
+@pytest.mark.skipif(not HAVE_DATA, reason="needs SEQLAB_DATA_DIR")
+def test_stats_multi30k_reports_padding_ratio(capsys):
+    assert (
+        main(
+            [
+                "data",
+                "stats",
+                "multi30k",
+                "--src",
+                "en",
+                "--tgt",
+                "de",
+                "--batch-tokens",
+                "4096",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    stats = json.loads(capsys.readouterr().out)
+    text = json.dumps(stats)
+    assert "bucketed" in text and "random" in text
+
+
+def test_train_needs_config_and_out(capsys):
+    assert main(["train"]) == 2
+    assert "usage: seqlab train CONFIG" in capsys.readouterr().err
+
+
+def test_unknown_override_key_is_reported(capsys, tmp_path):
+    ref = str(Path(__file__).parents[1] / "configs" / "reference.yaml")
+    assert main(["train", ref, "train.lrr=1", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "train.lrr: unknown key" in err and "with overrides train.lrr=1" in err
