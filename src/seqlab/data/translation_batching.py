@@ -344,6 +344,8 @@ class TokenBatchSampler:
 class TranslationBatches:
     """Iterable of :class:`Batch` over one :class:`TranslationData` (see :class:`TokenBatchSampler`)."""
 
+    carries_state = False  # sentence pairs are independent: no state flows between batches
+
     def __init__(
         self,
         data: TranslationData,

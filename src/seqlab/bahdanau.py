@@ -1,0 +1,227 @@
+"""Attentive RNN encoder–decoder (Bahdanau, Cho & Bengio 2014, "RNNsearch").
+
+Notation (shapes in comments): B batch, S source length, T target length, E embedding width,
+H hidden width (per direction in the encoder), L layers, V vocabulary.
+
+Equations (Bahdanau et al. 2014, §3 and appendix A), i = 1..T target steps, j = 1..S sources:
+
+- encoder (§3.2, A.2.1): a bidirectional GRU; annotations h_j = [→h_j; ←h_j]  ``(B, S, 2H)``.
+- initial decoder state (A.2.2): s_0 = tanh(W_s ←h_1), ←h_1 the backward RNN's final state.
+- alignment (eq. 6, A.1.2): e_ij = vᵀ tanh(W s_{i-1} + U h_j), scored against the *previous*
+  decoder state; α_ij = softmax_j(e_ij) over the real source positions only (padding masked).
+  U h_j does not depend on i: :meth:`Bahdanau.encode` computes it once per source, so a decoding
+  step costs O(S·H).
+- context (eq. 5): c_i = Σ_j α_ij h_j.
+- decoder (eq. 4 and A.2.2): s_i = GRU([E y_{i-1}; c_i], s_{i-1}). The gates follow PyTorch's
+  GRU (reset applied as r ∘ (U s + b) rather than the paper's U (r ∘ s)), so the step equals
+  ``nn.GRUCell`` on the concatenated input.
+- output (eq. 4 and A.2.2, deep output with one maxout layer): t̃_i = U_o s_i + C_o c_i + V_o E y_{i-1},
+  t_i = max(t̃_{i,2k-1}, t̃_{i,2k}) for k = 1..E, p(y_i | ...) = softmax(W_o t_i). The appendix
+  feeds s_{i-1} to t̃; this uses s_i, as in eq. 4, g(y_{i-1}, s_i, c_i). The maxout width l is E.
+
+With ``num_layers`` L > 1 the encoder is an L-layer bidirectional GRU (annotations from the top
+layer), and the attentive GRU above is the bottom decoder layer; L - 1 further GRU layers read
+[s_i; c_i] and the top one feeds the output layer (attention from the bottom layer, as in GNMT,
+Wu et al. 2016). Every decoder layer l starts from tanh(W_s^l ←h_1^l) of encoder layer l. With
+L = 1 (the default) the model is the paper's. Dropout (``cfg.dropout``) applies to both
+embeddings, between stacked GRU layers and to t_i before W_o.
+
+Teacher-forced decoding runs the recurrent loop over T but computes everything that does not
+depend on s_{i-1} (input-gate terms of the embeddings, the upper layers, the whole output layer)
+for all positions at once. :meth:`Bahdanau.decode` and :meth:`Bahdanau.decode_step` share one code
+path. The interface is that of :mod:`seqlab.seq2seq`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from seqlab.attention import AdditiveAttention, masked_softmax, padding_mask
+from seqlab.config import BahdanauConfig
+from seqlab.data.translation_batching import Batch
+from seqlab.seq2seq import masked_cross_entropy
+
+
+@dataclass(frozen=True)
+class BahdanauMemory:
+    """What the decoder needs from the source, computed once by :meth:`Bahdanau.encode`."""
+
+    annotations: Tensor  # (B, S, 2H) h_j = [→h_j; ←h_j]
+    keys: Tensor  # (B, S, H) U h_j, the source half of the alignment model
+    mask: Tensor  # (B, S) bool, True = real source position
+    backward_final: Tensor  # (L, B, H) ←h_1 of each encoder layer
+
+
+class Bahdanau(nn.Module):
+    """RNNsearch: bidirectional GRU encoder, additive attention, GRU decoder, maxout output.
+
+    The decoder state is a tensor ``(L, B, H)``: s_i of each decoder layer.
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cfg: BahdanauConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.max_decode_len: int | None = None
+        e, h, layers = cfg.embed_dim, cfg.hidden_size, cfg.num_layers
+        between = cfg.dropout if layers > 1 else 0.0  # nn.GRU warns about dropout with 1 layer
+        self.src_embed = nn.Embedding(src_vocab_size, e)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, e)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = nn.GRU(e, h, layers, batch_first=True, dropout=between, bidirectional=True)
+        self.init_proj = nn.ModuleList(nn.Linear(h, h) for _ in range(layers))  # W_s per layer
+        # w_q = W, w_k = U, w_v = v of e_ij = vᵀ tanh(W s_{i-1} + U h_j)
+        self.attention = AdditiveAttention(query_size=h, key_size=2 * h, num_hiddens=h)
+        # bottom decoder GRU; its input weights split into the y and c blocks (3 gates each)
+        self.gru_y = nn.Linear(e, 3 * h)  # W [E y_{i-1}] + b_ih
+        self.gru_c = nn.Linear(2 * h, 3 * h, bias=False)  # C c_i
+        self.gru_s = nn.Linear(h, 3 * h)  # U s_{i-1} + b_hh
+        self.upper = None  # decoder layers 2 .. L
+        if layers > 1:
+            between_upper = cfg.dropout if layers > 2 else 0.0
+            self.upper = nn.GRU(3 * h, h, layers - 1, batch_first=True, dropout=between_upper)
+        self.maxout = nn.Linear(h + 2 * h + e, 2 * e)  # [U_o; C_o; V_o]
+        self.output = nn.Linear(e, tgt_vocab_size)  # W_o
+
+    # ------------------------------------------------------------------------------ encoder
+    def encode(self, src: Tensor, src_len: Tensor) -> BahdanauMemory:
+        """Annotate the source (§3.2) and project the annotations for the alignment model.
+
+        Shape:
+            src ``(B, S)``, src_len ``(B,)`` -> annotations ``(B, S, 2H)``, keys ``(B, S, H)``,
+            mask ``(B, S)``, backward_final ``(L, B, H)``.
+        """
+        num_src = src.shape[1]
+        x = self.dropout(self.src_embed(src))  # (B, S, E)
+        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
+        out, final = self.encoder(packed)  # final (2L, B, H), index layer * 2 + direction
+        annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=num_src)
+        return BahdanauMemory(
+            annotations=annotations,  # (B, S, 2H), zero at padding
+            keys=self.attention.w_k(annotations),  # (B, S, H)
+            mask=padding_mask(src_len.to(src.device), num_src)[:, 0],  # (B, S)
+            backward_final=final[1::2],  # (L, B, H)
+        )
+
+    def init_state(self, memory: BahdanauMemory) -> Tensor:
+        """s_0 = tanh(W_s ←h_1) for each decoder layer (appendix A.2.2).
+
+        Shape:
+            ``(L, B, H)``.
+        """
+        finals = memory.backward_final  # (L, B, H)
+        return torch.stack(
+            [torch.tanh(p(finals[i])) for i, p in enumerate(self.init_proj)]
+        )  # (L, B, H)
+
+    # ------------------------------------------------------------------------------ decoder
+    def _attend(self, memory: BahdanauMemory, s: Tensor) -> tuple[Tensor, Tensor]:
+        """α_ij = softmax_j(vᵀ tanh(W s_{i-1} + U h_j)), c_i = Σ_j α_ij h_j (eqs. 5-6).
+
+        Shape:
+            s ``(B, H)`` -> context ``(B, 2H)``, weights ``(B, S)``.
+        """
+        query = self.attention.w_q(s)  # (B, H)
+        features = torch.tanh(query[:, None, :] + memory.keys)  # (B, S, H)
+        scores = self.attention.w_v(features).squeeze(-1)  # (B, S)
+        alpha = masked_softmax(scores, memory.mask)  # (B, S)
+        context = torch.bmm(alpha[:, None, :], memory.annotations).squeeze(1)  # (B, 2H)
+        return context, alpha
+
+    def _gru_step(self, gates_in: Tensor, s: Tensor) -> Tensor:
+        """One GRU update given the input terms of its three gates (``nn.GRUCell``'s equations).
+
+        r = σ(i_r + U_r s + b_r), z = σ(i_z + U_z s + b_z), n = tanh(i_n + r ∘ (U_n s + b_n)),
+        s' = (1 - z) ∘ n + z ∘ s.
+
+        Shape:
+            gates_in ``(B, 3H)``, s ``(B, H)`` -> ``(B, H)``.
+        """
+        h = s.shape[-1]
+        gates_s = self.gru_s(s)  # (B, 3H)
+        rz = torch.sigmoid(gates_in[:, : 2 * h] + gates_s[:, : 2 * h])  # (B, 2H)
+        r, z = rz[:, :h], rz[:, h:]  # (B, H) each
+        n = torch.tanh(gates_in[:, 2 * h :] + r * gates_s[:, 2 * h :])  # (B, H)
+        return n + z * (s - n)  # (B, H)
+
+    def _run(
+        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_attention: bool
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Decode ``tokens`` (y_{i-1} for T consecutive steps) from ``state`` (s_{i-1} per layer).
+
+        Shape:
+            tokens ``(B, T)``, state ``(L, B, H)`` -> logits ``(B, T, V)``, state ``(L, B, H)``,
+            weights ``(B, T, S)`` or None.
+        """
+        y = self.dropout(self.tgt_embed(tokens))  # (B, T, E)
+        gates_y = self.gru_y(y)  # (B, T, 3H): the E y_{i-1} terms of every step at once
+        s = state[0]  # (B, H)
+        states, contexts, alphas = [], [], []
+        # unbind, not gates_y[:, i]: each indexing op's backward would write a full (B, T, 3H)
+        # gradient, T of them per sequence
+        for gates_y_i in gates_y.unbind(dim=1):
+            context, alpha = self._attend(memory, s)  # (B, 2H), (B, S): uses s_{i-1}
+            s = self._gru_step(gates_y_i + self.gru_c(context), s)  # (B, H): s_i
+            states.append(s)
+            contexts.append(context)
+            alphas.append(alpha)
+        s_all = torch.stack(states, dim=1)  # (B, T, H)
+        c_all = torch.stack(contexts, dim=1)  # (B, T, 2H)
+        top, new_state = s_all, s[None]  # (B, T, H), (1, B, H)
+        if self.upper is not None:
+            upper_in = self.dropout(torch.cat([s_all, c_all], dim=-1))  # (B, T, 3H)
+            top, upper_state = self.upper(upper_in, state[1:])  # (B, T, H)
+            new_state = torch.cat([new_state, upper_state])  # (L, B, H)
+        t_tilde = self.maxout(torch.cat([top, c_all, y], dim=-1))  # (B, T, 2E)
+        t = t_tilde.unflatten(-1, (-1, 2)).amax(-1)  # (B, T, E): maxout over pairs
+        logits = self.output(self.dropout(t))  # (B, T, V)
+        weights = torch.stack(alphas, dim=1) if need_attention else None  # (B, T, S)
+        return logits, new_state, weights
+
+    def decode(
+        self, memory: BahdanauMemory, tgt_in: Tensor, *, need_attention: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing over ``tgt_in`` (``<bos> y``); alignments α on request.
+
+        Shape:
+            tgt_in ``(B, T)`` -> logits ``(B, T, V)``, weights ``(B, T, S)`` or None.
+        """
+        logits, _, weights = self._run(memory, tgt_in, self.init_state(memory), need_attention)
+        return logits, weights
+
+    def decode_step(
+        self, memory: BahdanauMemory, state: Tensor, tokens: Tensor, *, need_attention: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Feed y_{i-1}, one per row: logits of y_i, the new state s_i, and α_i on request.
+
+        Shape:
+            tokens ``(B,)`` or ``(B, 1)``, state ``(L, B, H)`` -> logits ``(B, V)``,
+            state ``(L, B, H)``, weights ``(B, S)`` or None.
+        """
+        logits, state, weights = self._run(memory, tokens.reshape(-1, 1), state, need_attention)
+        return logits[:, 0], state, (None if weights is None else weights[:, 0])  # (B, V)
+
+    def reorder_memory(self, memory: BahdanauMemory, indices: Tensor) -> BahdanauMemory:
+        """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
+        return BahdanauMemory(
+            annotations=memory.annotations.index_select(0, indices),
+            keys=memory.keys.index_select(0, indices),
+            mask=memory.mask.index_select(0, indices),
+            backward_final=memory.backward_final.index_select(1, indices),
+        )
+
+    def reorder_state(self, state: Tensor, indices: Tensor) -> Tensor:
+        """Rows ``indices`` of the decoder state ``(L, B, H)``."""
+        return state.index_select(1, indices)
+
+    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits. Shape: ``(B, S), (B,), (B, T) -> (B, T, V)``."""
+        return self.decode(self.encode(src, src_len), tgt_in)[0]  # (B, T, V)
+
+    def loss(self, batch: Batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
+        """Mean cross-entropy over the real target tokens of ``batch`` and their number."""
+        logits = self(batch.src, batch.src_len, batch.tgt_in)  # (B, T, V)
+        return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_len, label_smoothing)

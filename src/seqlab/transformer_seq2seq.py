@@ -1,0 +1,205 @@
+"""Encoder–decoder Transformer for translation (Vaswani et al. 2017).
+
+Notation (shapes in comments): B batch, S source length, T target length (new positions),
+P target positions already decoded, d model width, h heads, d_k = d / h, V vocabulary.
+
+Built from :class:`seqlab.transformer.Encoder` and :class:`~seqlab.transformer.Decoder` with
+sinusoidal positions (§3.5) and a linear output layer over the decoder's last hidden state:
+
+- ``share_embeddings``: source and target use one embedding matrix (needs one joint vocabulary,
+  ``src_vocab_size == tgt_vocab_size``), as in §3.4 with a shared BPE vocabulary.
+- ``tie_output``: the output layer's weight is the target embedding (§3.4; Press & Wolf 2017).
+  Embeddings start as N(0, 1/d) and are multiplied by √d on input, so tied logits start at
+  unit scale.
+
+:meth:`TransformerSeq2Seq.encode` runs the encoder and projects its output to every decoder
+layer's cross-attention keys and values once; the memory holds those (and the source mask), so
+neither teacher-forced decoding nor a decoding step projects the source again. The decoder state
+holds only the self-attention keys/values of the positions decoded so far. Teacher forcing is one
+causal pass (fused attention kernel); decoding step by step with the state gives the same logits.
+
+Cross-attention weights for plotting come from the last decoder layer, averaged over heads
+(``attention_layer`` picks another layer). The interface is that of :mod:`seqlab.seq2seq`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from seqlab.attention import KVCache
+from seqlab.config import TransformerConfig
+from seqlab.data.translation_batching import Batch
+from seqlab.seq2seq import masked_cross_entropy
+from seqlab.transformer import Decoder, DecoderCache, Encoder
+
+
+@dataclass(frozen=True)
+class TransformerMemory:
+    """The source as the decoder sees it: per decoder layer, the projected encoder output."""
+
+    cross_kv: tuple[KVCache, ...]  # per decoder layer, key and value (B, h, S, d_k)
+    mask: Tensor  # (B, 1, S) bool, True = real source position
+
+
+@dataclass(frozen=True)
+class TransformerState:
+    """Per decoder layer, the self-attention keys/values of the P positions decoded so far."""
+
+    self_kv: tuple[KVCache, ...]  # (B, h, P, d_k) each
+
+    @property
+    def length(self) -> int:
+        """P, the number of target positions decoded so far."""
+        return self.self_kv[0].length
+
+
+def _index_kv(kv: KVCache, indices: Tensor) -> KVCache:
+    return KVCache(kv.key.index_select(0, indices), kv.value.index_select(0, indices))
+
+
+class TransformerSeq2Seq(nn.Module):
+    """Transformer encoder–decoder with optional shared embeddings and tied output layer.
+
+    Args:
+        attention_layer: which decoder layer's cross-attention (averaged over heads) ``decode``
+            and ``decode_step`` return when asked for weights; -1 = the last.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        cfg: TransformerConfig,
+        attention_layer: int = -1,
+    ):
+        super().__init__()
+        if cfg.share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError(
+                f"share_embeddings needs one joint vocabulary, got src_vocab_size={src_vocab_size} "
+                f"and tgt_vocab_size={tgt_vocab_size}; use a joint subword model "
+                "(data.subword.joint: true) or set model.share_embeddings: false"
+            )
+        if not -cfg.decoder_layers <= attention_layer < cfg.decoder_layers:
+            raise ValueError(
+                f"attention_layer={attention_layer} is out of range for "
+                f"{cfg.decoder_layers} decoder layers"
+            )
+        self.cfg = cfg
+        self.attention_layer = attention_layer
+        self.max_decode_len: int | None = cfg.max_len
+        self.encoder = Encoder(
+            src_vocab_size,
+            cfg.d_model,
+            cfg.num_heads,
+            cfg.encoder_layers,
+            cfg.d_ff,
+            cfg.dropout,
+            cfg.max_len,
+            cfg.norm,
+            "sinusoidal",
+        )
+        self.decoder = Decoder(
+            tgt_vocab_size,
+            cfg.d_model,
+            cfg.num_heads,
+            cfg.decoder_layers,
+            cfg.d_ff,
+            cfg.dropout,
+            cfg.max_len,
+            cfg.norm,
+            "sinusoidal",
+            cross_attention=True,
+        )
+        if cfg.share_embeddings:
+            self.decoder.embed.token.weight = self.encoder.embed.token.weight
+        self.output = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
+        if cfg.tie_output:
+            self.output.weight = self.decoder.embed.token.weight
+
+    def encode(self, src: Tensor, src_len: Tensor) -> TransformerMemory:
+        """Encode the source and project it for every decoder layer's cross-attention.
+
+        Shape:
+            src ``(B, S)``, src_len ``(B,)`` -> cross_kv of ``(B, h, S, d_k)``, mask ``(B, 1, S)``.
+        """
+        src_len = src_len.to(src.device)
+        hidden, _ = self.encoder(src, src_len)  # (B, S, d)
+        cache = self.decoder.init_cache(src.shape[0], hidden, src_len)  # projects hidden once
+        return TransformerMemory(cross_kv=cache.cross_kv, mask=cache.memory_mask)
+
+    def init_state(self, memory: TransformerMemory) -> TransformerState:
+        """No target position decoded yet: empty self-attention caches ``(B, h, 0, d_k)``."""
+        ref = memory.cross_kv[0].key  # (B, h, S, d_k)
+        empty = ref.new_zeros(ref.shape[0], ref.shape[1], 0, ref.shape[3])  # (B, h, 0, d_k)
+        return TransformerState(tuple(KVCache(empty, empty) for _ in memory.cross_kv))
+
+    def _run(
+        self,
+        memory: TransformerMemory,
+        tokens: Tensor,
+        state: TransformerState,
+        need_attention: bool,
+    ) -> tuple[Tensor, TransformerState, Tensor | None]:
+        """Decode ``tokens`` at positions P .. P + T - 1 after the P cached ones.
+
+        Shape:
+            tokens ``(B, T)`` -> logits ``(B, T, V)``, state of ``(B, h, P + T, d_k)``,
+            weights ``(B, T, S)`` or None.
+        """
+        cache = DecoderCache(state.self_kv, memory.cross_kv, memory.mask)
+        out = self.decoder(tokens, cache=cache, return_attention=need_attention)
+        logits = self.output(out.hidden)  # (B, T, V)
+        weights = None
+        if need_attention:
+            weights = out.cross_attention[self.attention_layer].mean(dim=1)  # (B, T, S)
+        return logits, TransformerState(out.cache.self_kv), weights
+
+    def decode(
+        self, memory: TransformerMemory, tgt_in: Tensor, *, need_attention: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing: one causal pass over ``tgt_in`` (``<bos> y``).
+
+        Shape:
+            tgt_in ``(B, T)`` -> logits ``(B, T, V)``, cross-attention ``(B, T, S)`` or None.
+        """
+        logits, _, weights = self._run(memory, tgt_in, self.init_state(memory), need_attention)
+        return logits, weights
+
+    def decode_step(
+        self,
+        memory: TransformerMemory,
+        state: TransformerState,
+        tokens: Tensor,
+        *,
+        need_attention: bool = False,
+    ) -> tuple[Tensor, TransformerState, Tensor | None]:
+        """Feed one token per row at position P: next-token logits and the grown state.
+
+        Shape:
+            tokens ``(B,)`` or ``(B, 1)`` -> logits ``(B, V)``, state of ``(B, h, P + 1, d_k)``,
+            cross-attention ``(B, S)`` or None.
+        """
+        logits, state, weights = self._run(memory, tokens.reshape(-1, 1), state, need_attention)
+        return logits[:, 0], state, (None if weights is None else weights[:, 0])  # (B, V)
+
+    def reorder_memory(self, memory: TransformerMemory, indices: Tensor) -> TransformerMemory:
+        """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
+        return TransformerMemory(
+            cross_kv=tuple(_index_kv(kv, indices) for kv in memory.cross_kv),
+            mask=memory.mask.index_select(0, indices),
+        )
+
+    def reorder_state(self, state: TransformerState, indices: Tensor) -> TransformerState:
+        """Rows ``indices`` of the self-attention caches."""
+        return TransformerState(tuple(_index_kv(kv, indices) for kv in state.self_kv))
+
+    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits. Shape: ``(B, S), (B,), (B, T) -> (B, T, V)``."""
+        return self.decode(self.encode(src, src_len), tgt_in)[0]  # (B, T, V)
+
+    def loss(self, batch: Batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
+        """Mean cross-entropy over the real target tokens of ``batch`` and their number."""
+        logits = self(batch.src, batch.src_len, batch.tgt_in)  # (B, T, V)
+        return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_len, label_smoothing)

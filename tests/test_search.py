@@ -1,0 +1,254 @@
+"""Greedy and beam search over the three encoder–decoder models.
+
+Most tests use tiny models trained for a few seconds to reverse short sequences (confident
+models, varied output lengths); the exhaustive-search and length tests use untrained ones.
+"""
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from seqlab.bahdanau import Bahdanau
+from seqlab.config import BahdanauConfig, Seq2SeqConfig, TransformerConfig
+from seqlab.data.translation_batching import BOS, EOS, PAD, Batch, pad_sequences
+from seqlab.search import beam_search, greedy_search, max_output_lengths
+from seqlab.seq2seq import Seq2Seq
+from seqlab.transformer_seq2seq import TransformerSeq2Seq
+
+ARCHS = ["seq2seq", "bahdanau", "transformer"]
+V = 10  # 4 reserved ids + 6 symbols
+# (steps, learning rate) that make each model reverse sequences of 1-4 symbols
+TRAINING = {"seq2seq": (150, 1e-2), "bahdanau": (150, 1e-2), "transformer": (150, 1e-2)}
+
+
+def build(arch, vocab=V):
+    if arch == "seq2seq":
+        return Seq2Seq(vocab, vocab, Seq2SeqConfig(embed_dim=32, hidden_size=64, dropout=0.0))
+    if arch == "bahdanau":
+        return Bahdanau(vocab, vocab, BahdanauConfig(embed_dim=32, hidden_size=32, dropout=0.0))
+    cfg = TransformerConfig(
+        d_model=32,
+        num_heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        d_ff=64,
+        dropout=0.0,
+        max_len=32,
+    )
+    return TransformerSeq2Seq(vocab, vocab, cfg)
+
+
+def reverse_task(g, n, max_symbols=4):
+    """n random sequences of 1..max_symbols symbols; the target is the source reversed."""
+    xs = [
+        torch.randint(4, V, (int(k),), generator=g).tolist()
+        for k in torch.randint(1, max_symbols + 1, (n,), generator=g)
+    ]
+    ys = [x[::-1] for x in xs]
+    src, src_len = pad_sequences([x + [EOS] for x in xs])
+    tgt_in, tgt_len = pad_sequences([[BOS] + y for y in ys])
+    tgt_out, _ = pad_sequences([y + [EOS] for y in ys])
+    return Batch(src, src_len, tgt_in, tgt_out, tgt_len, torch.arange(n)), ys
+
+
+@pytest.fixture(scope="module", params=ARCHS)
+def trained(request):
+    torch.manual_seed(0)
+    model = build(request.param)
+    steps, lr = TRAINING[request.param]
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        loss, _ = model.loss(reverse_task(g, 64)[0])
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    return model.eval()
+
+
+@pytest.fixture
+def test_set():
+    return reverse_task(torch.Generator().manual_seed(1), 64)
+
+
+# ------------------------------------------------------------------------------- trained models
+def test_trained_model_reverses_with_greedy_and_beam(trained, test_set):
+    batch, expected = test_set
+    greedy = greedy_search(trained, batch.src, batch.src_len)
+    beam = beam_search(trained, batch.src, batch.src_len, beam_size=3)
+    assert sum(h.tokens == y for h, y in zip(greedy, expected, strict=True)) >= 0.9 * len(expected)
+    assert sum(h[0].tokens == y for h, y in zip(beam, expected, strict=True)) >= 0.9 * len(expected)
+
+
+def test_beam_size_one_is_greedy(trained, test_set):
+    batch, _ = test_set
+    greedy = greedy_search(trained, batch.src, batch.src_len)
+    beam = beam_search(trained, batch.src, batch.src_len, beam_size=1, length_penalty=0.0)
+    for g, (b,) in zip(greedy, beam, strict=True):
+        assert g.tokens == b.tokens
+        assert g.log_prob == pytest.approx(b.log_prob, abs=1e-5)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_a_sentence_decodes_the_same_alone_in_a_batch_and_with_padding(trained, test_set, search):
+    batch, _ = test_set
+
+    def run(src, src_len):
+        if search == "greedy":
+            return [[h] for h in greedy_search(trained, src, src_len)]
+        return beam_search(trained, src, src_len, beam_size=3, nbest=3)
+
+    def same(a, b):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+    together = run(batch.src, batch.src_len)  # 64 sentences of different lengths
+    padded = run(torch.cat([batch.src, torch.full((64, 5), PAD)], dim=1), batch.src_len)
+    for i in (0, 17, 63):
+        n = int(batch.src_len[i])
+        (alone,) = run(batch.src[i : i + 1, :n], batch.src_len[i : i + 1])
+        same(alone, together[i])
+        same(alone, padded[i])
+
+
+def test_cached_search_equals_recomputing_the_prefix(trained, test_set):
+    batch, _ = test_set
+    src, src_len = batch.src[:16], batch.src_len[:16]
+    attention = not isinstance(trained, Seq2Seq)
+    for search, kwargs in [(greedy_search, {}), (beam_search, {"beam_size": 4, "nbest": 4})]:
+        cached = search(trained, src, src_len, need_attention=attention, **kwargs)
+        recomputed = search(
+            trained, src, src_len, need_attention=attention, use_cache=False, **kwargs
+        )
+        for a, b in zip(cached, recomputed, strict=True):
+            a, b = (a, b) if isinstance(a, list) else ([a], [b])
+            assert [h.tokens for h in a] == [h.tokens for h in b]
+            assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+            if attention:
+                for ha, hb in zip(a, b, strict=True):
+                    torch.testing.assert_close(ha.attention, hb.attention, atol=1e-5, rtol=0)
+
+
+def test_nbest_lists_are_sorted_unique_and_length_normalised(trained, test_set):
+    batch, _ = test_set
+    for alpha in (0.0, 0.6, 1.0):
+        results = beam_search(
+            trained, batch.src[:16], batch.src_len[:16], beam_size=5, nbest=5, length_penalty=alpha
+        )
+        for hyps in results:
+            assert len(hyps) == 5
+            scores = [h.score for h in hyps]
+            assert scores == sorted(scores, reverse=True)
+            assert len({tuple(h.tokens) for h in hyps}) == 5
+            for h in hyps:
+                assert h.score == pytest.approx(h.log_prob / (len(h.tokens) + 1) ** alpha)
+                assert not {PAD, BOS, EOS} & set(h.tokens)
+
+
+def test_attention_of_a_hypothesis(trained, test_set):
+    batch, _ = test_set
+    (hyp,) = greedy_search(trained, batch.src[:1], batch.src_len[:1], need_attention=True)
+    if isinstance(trained, Seq2Seq):
+        assert hyp.attention is None
+        return
+    assert hyp.attention.shape == (len(hyp.tokens) + 1, int(batch.src_len[0]))
+    torch.testing.assert_close(hyp.attention.sum(-1), torch.ones(len(hyp.tokens) + 1))
+    best = beam_search(trained, batch.src[:1], batch.src_len[:1], beam_size=3, need_attention=True)
+    assert best[0][0].attention.shape == (len(best[0][0].tokens) + 1, int(batch.src_len[0]))
+
+
+# ----------------------------------------------------------------------------- untrained models
+@pytest.mark.parametrize("arch", ARCHS)
+def test_exhaustive_beam_equals_brute_force(arch):
+    """A beam wide enough to keep every prefix finds every output, with its exact score."""
+    vocab, max_tokens = 7, 3
+    model = build(arch, vocab).eval()
+    src, src_len = torch.tensor([[4, 5, 4, EOS]]), torch.tensor([4])
+    symbols = [t for t in range(vocab) if t not in (PAD, BOS, EOS)]  # search never outputs those
+    outputs = [list(y) for n in range(max_tokens + 1) for y in itertools.product(symbols, repeat=n)]
+    k = len(outputs)  # 1 + 4 + 16 + 64
+    (hyps,) = beam_search(
+        model, src, src_len, beam_size=k, nbest=k, length_penalty=0.0, max_len_a=0, max_len_b=3
+    )
+    with torch.no_grad():
+        memory = model.reorder_memory(model.encode(src, src_len), torch.zeros(k, dtype=torch.long))
+        tgt_in, _ = pad_sequences([[BOS] + y for y in outputs])
+        tgt_out, _ = pad_sequences([y + [EOS] for y in outputs])
+        logp = model.decode(memory, tgt_in)[0].log_softmax(-1)
+        token_logp = logp.gather(-1, tgt_out[..., None]).squeeze(-1)
+        valid = (
+            torch.arange(tgt_out.shape[1])[None, :]
+            <= torch.tensor([len(y) for y in outputs])[:, None]
+        )
+        brute = (token_logp * valid).sum(-1)
+    expected = sorted(zip(brute.tolist(), map(tuple, outputs), strict=True), reverse=True)
+    assert [tuple(h.tokens) for h in hyps] == [y for _, y in expected]
+    assert [h.score for h in hyps] == pytest.approx([s for s, _ in expected], abs=1e-4)
+
+
+class NeverEnds(nn.Module):
+    """A model whose ``<eos>`` is almost impossible: outputs run to the length limit."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.max_decode_len = model, model.max_decode_len
+
+    def _no_eos(self, logits):
+        return logits.index_fill(-1, torch.tensor([EOS]), -1e4)
+
+    def encode(self, src, src_len):
+        return self.model.encode(src, src_len)
+
+    def init_state(self, memory):
+        return self.model.init_state(memory)
+
+    def decode(self, memory, tgt_in, *, need_attention=False):
+        logits, weights = self.model.decode(memory, tgt_in, need_attention=need_attention)
+        return self._no_eos(logits), weights
+
+    def decode_step(self, memory, state, tokens, *, need_attention=False):
+        logits, state, weights = self.model.decode_step(
+            memory, state, tokens, need_attention=need_attention
+        )
+        return self._no_eos(logits), state, weights
+
+    def reorder_memory(self, memory, indices):
+        return self.model.reorder_memory(memory, indices)
+
+    def reorder_state(self, state, indices):
+        return self.model.reorder_state(state, indices)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_max_length_is_a_times_source_length_plus_b(arch):
+    model = NeverEnds(build(arch))
+    batch, _ = reverse_task(torch.Generator().manual_seed(2), 8)
+    for a, b, cap in [(1.5, 2, None), (0.0, 3, None), (2.0, 100, 7)]:
+        limits = [min(math.floor(a * n + b), cap or 10**9) for n in batch.src_len.tolist()]
+        if arch == "transformer":
+            limits = [min(n, 31) for n in limits]  # 32 positions: <bos> + 31 tokens
+        greedy = greedy_search(
+            model, batch.src, batch.src_len, max_len_a=a, max_len_b=b, max_len=cap
+        )
+        assert [len(h.tokens) for h in greedy] == limits
+        beams = beam_search(
+            model, batch.src, batch.src_len, beam_size=2, max_len_a=a, max_len_b=b, max_len=cap
+        )
+        assert [len(h[0].tokens) for h in beams] == limits
+    assert max_output_lengths(model, torch.tensor([4]), 1.5, 10).tolist() == [16]
+
+
+def test_nbest_must_fit_in_the_beam():
+    model = build("bahdanau").eval()
+    with pytest.raises(ValueError, match="nbest"):
+        beam_search(model, torch.tensor([[4, EOS]]), torch.tensor([2]), beam_size=2, nbest=3)
+
+
+def test_search_restores_training_mode():
+    model = build("transformer").train()
+    greedy_search(model, torch.tensor([[4, EOS]]), torch.tensor([2]), max_len_b=2)
+    assert model.training
