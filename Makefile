@@ -24,6 +24,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# The main job, offline: train two translation models on generated dates (~2 min on 2 cores).
+demo: install
+	$(PY) -m seqlab demo dates --out runs/demo
+
 test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile
 

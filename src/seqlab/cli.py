@@ -85,9 +85,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from seqlab.experiment import load_run
-    from seqlab.language_modeling import evaluate_lm
+    from seqlab.language_modeling import LM_ARCHS, evaluate_lm
 
     cfg, model, exp, path = load_run(args.checkpoint, args.which)
+    if cfg.model.arch not in LM_ARCHS:
+        return _evaluate_translation(args, cfg, model, exp, path)
+    if args.split == "test":
+        raise SeqlabError("language-model corpora have train and val splits only; use --split val")
     ids = exp.corpus.val if args.split == "val" else exp.corpus.train
     metrics = evaluate_lm(model, ids, cfg.data.batch_size, cfg.data.num_steps)
     result = {
@@ -104,6 +108,130 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{args.split}: loss {result['loss']:.4f} nats/token, perplexity {result['perplexity']:.3f} ({path})"
         )
     return 0
+
+
+def _decode_config(cfg, args: argparse.Namespace):
+    decode = cfg.decode.model_copy()
+    if getattr(args, "beam", None):
+        decode.strategy, decode.beam_size = "beam", args.beam
+    if getattr(args, "nbest", None):
+        decode.nbest = args.nbest
+        if decode.strategy != "beam":
+            decode.strategy = "beam"
+        decode.beam_size = max(decode.beam_size, args.nbest)
+    return decode
+
+
+def _evaluate_translation(args, cfg, model, exp, path) -> int:
+    from seqlab.translation import detokenize, score_translations, translate
+
+    if args.split not in exp.splits:
+        raise SeqlabError(
+            f"{cfg.data.dataset} has no {args.split!r} split; choose from {', '.join(exp.splits)}"
+        )
+    pairs = exp.splits[args.split]
+    decode = _decode_config(cfg, args)
+    hyps = translate(model, exp.vocabs, [s for s, _ in pairs], decode, cfg.data.max_len)
+    outputs = [detokenize(h[0].tokens, exp.vocabs) for h in hyps]
+    scores = score_translations(outputs, [t for _, t in pairs])
+    result = {
+        "checkpoint": str(path),
+        "split": args.split,
+        "decode": decode.strategy,
+        "beam_size": decode.beam_size if decode.strategy == "beam" else 1,
+        **scores,
+    }
+    if args.output:
+        from seqlab.io import atomic_write_text
+
+        atomic_write_text(args.output, "".join(o + "\n" for o in outputs))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"{args.split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  "
+            f"(lowercased BLEU {scores['bleu_lc']:.2f}; exact match {scores['exact_match']:.1%}; "
+            f"{scores['sentences']} sentences)"
+        )
+        print(f"  {scores['bleu_signature']}")
+        print(f"  {scores['chrf_signature']}")
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from seqlab.experiment import load_run
+    from seqlab.language_modeling import LM_ARCHS
+    from seqlab.translation import detokenize, translate
+
+    cfg, model, exp, _ = load_run(args.checkpoint, args.which)
+    if cfg.model.arch in LM_ARCHS:
+        raise SeqlabError(f"{args.checkpoint} holds a language model; use `seqlab generate`")
+    decode = _decode_config(cfg, args)
+    want_attention = bool(args.attention_png)
+    counter = [0]
+
+    def run(lines: list[str]) -> None:
+        results = translate(
+            model, exp.vocabs, lines, decode, cfg.data.max_len, need_attention=want_attention
+        )
+        for line, hyps in zip(lines, results, strict=True):
+            counter[0] += 1
+            if decode.nbest > 1:
+                for rank, h in enumerate(hyps[: decode.nbest]):
+                    print(
+                        f"{counter[0]}\t{rank}\t{h.score:.4f}\t{detokenize(h.tokens, exp.vocabs)}"
+                    )
+            else:
+                print(detokenize(hyps[0].tokens, exp.vocabs), flush=True)
+            if want_attention and hyps[0].attention is not None:
+                _write_alignment(args.attention_png, counter[0], line, hyps[0], exp, cfg)
+
+    source = open(args.input, encoding="utf-8") if args.input else sys.stdin  # noqa: SIM115
+    try:
+        if source.isatty():
+            print(
+                "seqlab translate: type a sentence and press Enter (Ctrl-D to quit)",
+                file=sys.stderr,
+            )
+            while True:
+                print("> ", end="", file=sys.stderr, flush=True)
+                line = source.readline()
+                if not line:
+                    break
+                if line.strip():
+                    run([line.rstrip("\n")])
+        else:
+            lines = [line.rstrip("\n") for line in source]
+            if lines:
+                run(lines)
+    finally:
+        if args.input:
+            source.close()
+    if want_attention:
+        print(f"attention heatmaps: {args.attention_png}/", file=sys.stderr)
+    return 0
+
+
+def _write_alignment(directory: str, index: int, line: str, hyp, exp, cfg) -> None:
+    from pathlib import Path
+
+    from seqlab.plotting import plot_attention
+    from seqlab.translation import encode_sources
+
+    vocabs = exp.vocabs
+    src_ids, _ = encode_sources([line], vocabs, cfg.data.max_len)
+    x_tokens = vocabs.src_vocab.to_tokens(src_ids[0])
+    y_tokens = vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]
+    weights = hyp.attention[: len(y_tokens), : len(x_tokens)]
+    plot_attention(
+        weights,
+        Path(directory) / f"attention-{index:04d}.png",
+        x_tokens=x_tokens,
+        y_tokens=y_tokens,
+        title=f"{line}",
+        xlabel="source",
+        ylabel="output",
+    )
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -123,6 +251,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     print(text)
+    return 0
+
+
+def cmd_demo_dates(args: argparse.Namespace) -> int:
+    from seqlab.demo_dates import run_dates_demo
+
+    results = run_dates_demo(args.out, threads=args.threads)
+    if args.json:
+        print(json.dumps(results, indent=2))
     return 0
 
 
@@ -159,12 +296,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="loss and perplexity of a trained language model")
+    p = sub.add_parser(
+        "evaluate", help="perplexity of a language model; BLEU/chrF of a translation model"
+    )
     p.add_argument("--checkpoint", required=True, metavar="RUN_DIR")
     p.add_argument("--which", default="best", help="best | latest | a step number")
-    p.add_argument("--split", choices=["train", "val"], default="val")
+    p.add_argument("--split", choices=["train", "val", "test"], default="val")
+    p.add_argument(
+        "--beam", type=int, help="translation: beam size (default: the config's decode section)"
+    )
+    p.add_argument("--output", metavar="FILE", help="translation: also write the hypotheses here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser(
+        "translate", help="translate lines from a file or stdin with a trained model"
+    )
+    p.add_argument("--checkpoint", required=True, metavar="RUN_DIR")
+    p.add_argument("--which", default="best", help="best | latest | a step number")
+    p.add_argument("--input", metavar="FILE", help="one sentence a line (default: stdin)")
+    p.add_argument("--beam", type=int, help="beam size (default: the config's decode section)")
+    p.add_argument(
+        "--nbest", type=int, help="print the K best hypotheses: index, rank, score, text"
+    )
+    p.add_argument(
+        "--attention-png", metavar="DIR", help="write one source×output heatmap per sentence"
+    )
+    p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("generate", help="continue a text prefix with a trained language model")
     p.add_argument("--checkpoint", required=True, metavar="RUN_DIR")
@@ -177,6 +335,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=0, help="sample from the k most likely tokens")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_generate)
+    demo = sub.add_parser("demo", help="self-contained demonstrations (no download)")
+    demo_sub = demo.add_subparsers(dest="demo_command", required=True, metavar="DEMO")
+    p = demo_sub.add_parser(
+        "dates", help="train Bahdanau + Transformer to turn written dates into ISO dates"
+    )
+    p.add_argument("--out", default="runs/demo", metavar="DIR", help="output folder (replaced)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    p.set_defaults(func=cmd_demo_dates)
     return parser
 
 

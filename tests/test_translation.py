@@ -1,0 +1,138 @@
+"""Translation end to end on the generated dates task: train, reload, translate, evaluate."""
+
+import json
+import warnings
+
+import pytest
+
+from seqlab.cli import main
+from seqlab.config import config_from_dict
+from seqlab.data.dates import NUM_FORMATS, date_splits, make_date_pairs, render
+from seqlab.experiment import load_run, train
+from seqlab.translation import score_translations
+
+
+def test_date_pairs_are_correct_and_splits_disjoint():
+    import datetime as dt
+
+    for human, iso in make_date_pairs(200, seed=3):
+        d = dt.date.fromisoformat(iso)
+        assert human in [render(d, f) for f in range(NUM_FORMATS)]
+    splits = date_splits(num_train=500, num_val=50, num_test=50, seed=1)
+    sources = [set(s for s, _ in pairs) for pairs in splits.values()]
+    assert sum(len(s) for s in sources) == len(set().union(*sources)) == 600
+    assert date_splits(500, 50, 50, seed=1) == splits
+
+
+def test_scores_use_sacrebleu_and_report_signatures():
+    refs = ["a man is riding a bike .", "two dogs play in the snow ."]
+    perfect = score_translations(refs, refs)
+    assert perfect["bleu"] == pytest.approx(100.0) and perfect["exact_match"] == 1.0
+    assert "tok:13a" in perfect["bleu_signature"] and "case:mixed" in perfect["bleu_signature"]
+    assert "case:lc" in perfect["bleu_lc_signature"]
+    worse = score_translations(["a man rides a bicycle .", "dogs in snow ."], refs)
+    assert worse["bleu"] < 50 and worse["exact_match"] == 0.0
+
+
+@pytest.fixture(scope="module")
+def dates_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("dates") / "run"
+    raw = {
+        "data": {
+            "dataset": "dates",
+            "tokenizer": "char",
+            "num_examples": 300,
+            "val_examples": 20,
+            "max_len": 40,
+            "batch_tokens": 1024,
+        },
+        "model": {"arch": "bahdanau", "embed_dim": 8, "hidden_size": 16, "dropout": 0.0},
+        "train": {
+            "max_steps": 6,
+            "eval_every": 3,
+            "log_every": 3,
+            "threads": 1,
+            "keep_last": 2,
+            "average_last": 2,
+        },
+        "decode": {"max_len_a": 0.0, "max_len_b": 12},
+    }
+    summary = train(config_from_dict(raw), run)
+    return run, summary
+
+
+def test_training_selects_on_bleu_and_averages(dates_run):
+    run, summary = dates_run
+    assert summary["select"] == "val_bleu" and summary["step"] == 6
+    assert "averaged" in summary and summary["averaged"]["steps"] == [3, 6]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert {"val_loss", "val_bleu", "val_chrf", "val_exact"} <= set(evals[0])
+    assert (run / "curves.png").is_file() and (run / "src_vocab.json").is_file()
+
+
+def test_translate_cli_handles_long_input_and_writes_attention(
+    dates_run, tmp_path, capsys, monkeypatch
+):
+    run, _ = dates_run
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("saturday 9 may 1998\n" + "9 " * 200 + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert (
+            main(
+                [
+                    "translate",
+                    "--checkpoint",
+                    str(run),
+                    "--input",
+                    str(inputs),
+                    "--attention-png",
+                    str(tmp_path / "att"),
+                ]
+            )
+            == 0
+        )
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2  # one line per input, even for the over-long one
+    assert any("truncated 1 of 2 input sentences" in str(w.message) for w in caught)
+    assert sorted(p.name for p in (tmp_path / "att").iterdir()) == [
+        "attention-0001.png",
+        "attention-0002.png",
+    ]
+
+
+def test_translate_nbest_and_evaluate_json(dates_run, tmp_path, capsys):
+    run, _ = dates_run
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("May 9, 1998\n")
+    assert (
+        main(["translate", "--checkpoint", str(run), "--input", str(inputs), "--nbest", "3"]) == 0
+    )
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [r[1] for r in rows] == ["0", "1", "2"]
+    scores = [float(r[2]) for r in rows]
+    assert scores == sorted(scores, reverse=True)
+    assert main(["evaluate", "--checkpoint", str(run), "--split", "test", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sentences"] == 20 and "tok:13a" in result["bleu_signature"]
+
+
+def test_greedy_and_beam1_agree_through_translate(dates_run):
+    from seqlab.config import DecodeConfig
+    from seqlab.translation import translate
+
+    run, _ = dates_run
+    cfg, model, exp, _ = load_run(run)
+    sources = [s for s, _ in exp.splits["val"]]
+    greedy = translate(
+        model, exp.vocabs, sources, DecodeConfig(strategy="greedy"), cfg.data.max_len
+    )
+    beam1 = translate(
+        model, exp.vocabs, sources, DecodeConfig(strategy="beam", beam_size=1), cfg.data.max_len
+    )
+    assert [g[0].tokens for g in greedy] == [b[0].tokens for b in beam1]
+    alone = translate(
+        model, exp.vocabs, sources[:1], DecodeConfig(strategy="greedy"), cfg.data.max_len
+    )
+    assert alone[0][0].tokens == greedy[0][0].tokens
