@@ -254,6 +254,31 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
+    from seqlab.gradient_diagnostics import run_gradient_diagnosis
+
+    cells = [c.strip() for c in args.cells.split(",") if c.strip()]
+    norms = run_gradient_diagnosis(
+        cells,
+        seq_len=args.seq_len,
+        hidden_size=args.hidden_size,
+        out_dir=args.out,
+        seed=args.seed,
+        gate_bias=args.gate_bias,
+    )
+    ratios = {cell: values[0] / values[-1] for cell, values in norms.items()}
+    if args.json:
+        print(json.dumps({"out": args.out, "norms": norms, "ratio_first_to_last": ratios}))
+    else:
+        print(
+            f"||dL_T/dh_1|| / ||dL_T/dh_T|| over T={args.seq_len} steps (smaller: gradients vanish faster)"
+        )
+        for cell, r in ratios.items():
+            print(f"  {cell:14s} {r:.2e}")
+        print(f"plot: {args.out}/gradients.png   numbers: {args.out}/gradients.json")
+    return 0
+
+
 def cmd_demo_dates(args: argparse.Namespace) -> int:
     from seqlab.demo_dates import run_dates_demo
 
@@ -335,6 +360,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=0, help="sample from the k most likely tokens")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_generate)
+    diagnose = sub.add_parser("diagnose", help="diagnostics (vanishing/exploding gradients)")
+    diagnose_sub = diagnose.add_subparsers(dest="diagnose_command", required=True, metavar="WHAT")
+    p = diagnose_sub.add_parser(
+        "gradients", help="||dL_T/dh_k|| for k=1..T, per cell, same data; PNG + JSON"
+    )
+    p.add_argument(
+        "--cells",
+        default="rnn,gru,lstm",
+        help="comma-separated: rnn,rnn_relu,gru,lstm,peephole_lstm",
+    )
+    p.add_argument("--seq-len", type=int, default=50)
+    p.add_argument("--hidden-size", type=int, default=64)
+    p.add_argument(
+        "--gate-bias", type=float, default=1.0, help="initial forget/update-gate bias (gated cells)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/gradients", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diagnose_gradients)
+
     demo = sub.add_parser("demo", help="self-contained demonstrations (no download)")
     demo_sub = demo.add_subparsers(dest="demo_command", required=True, metavar="DEMO")
     p = demo_sub.add_parser(

@@ -1,0 +1,580 @@
+"""Recurrent cells and layers: tanh/ReLU RNN, GRU, LSTM and peephole LSTM, from scratch or fused.
+
+Notation (every shape comment uses it):
+    B batch size, T time steps, I input size, H hidden size, G gate blocks per cell
+    (1 for the RNN, 3 for the GRU, 4 for the LSTMs), L layers, D directions (1, or 2 when
+    bidirectional), V vocabulary size.
+
+Equations are written with row vectors, as in d2l: ``x_t W_x + h_{t-1} W_h + b``. The weights are
+stored in PyTorch's layout so that converting to ``nn.RNN``/``nn.GRU``/``nn.LSTM`` is a renaming:
+``weight_ih`` (G*H, I) stacks the transposed input weights of the G blocks (x_t W_x is
+``x_t @ weight_ih.T``), ``weight_hh`` (G*H, H) the recurrent ones, in PyTorch's block order
+(GRU: r, z, n; LSTM: i, f, g, o). Each block has two biases, ``bias_ih`` and ``bias_hh``, as in
+PyTorch (they only matter separately for the GRU's candidate state).
+
+One layer class, :class:`RNN`, has two backends behind the same interface:
+
+* ``scratch``: the equations, in the cells below. All input projections of a sequence are computed
+  in one matmul before the time loop, which then does only the recurrent matmul per step.
+* ``fused``: ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (their C++ kernels); the peephole LSTM has none.
+
+State is explicit and never stored on a module: a tensor ``h`` (L*D, B, H) for the RNN and GRU, a
+tuple ``(h, c)`` of two such tensors for the LSTMs, laid out as in PyTorch (index ``layer*D +
+direction``). Batches are batch-first; variable-length batches pass ``lengths`` (padding at the end).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+CELL_NAMES = ("rnn", "rnn_relu", "gru", "lstm", "peephole_lstm")
+BACKENDS = ("scratch", "fused")
+
+#: ``h`` (L*D, B, H) for rnn/rnn_relu/gru; ``(h, c)`` for lstm/peephole_lstm.
+State = Tensor | tuple[Tensor, Tensor]
+
+_WEIGHT_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+_PEEPHOLE_NAMES = ("weight_ci", "weight_cf", "weight_co")
+
+
+# ------------------------------------------------------------------------------------------ cells
+class _Cell(nn.Module):
+    """Weights shared by every cell: G gate blocks of input and recurrent weights, PyTorch layout.
+
+    A cell works on a tuple state, ``(h,)`` or ``(h, c)``, each (B, H). ``project_inputs`` maps a
+    whole sequence through the input weights at once; ``step`` does one recurrent update.
+    """
+
+    num_gates: int = 1
+    state_size: int = 1  # tensors in the state: 1 for (h,), 2 for (h, c)
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        gh = self.num_gates * hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(gh, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(gh, hidden_size))
+        self.bias_ih = nn.Parameter(torch.empty(gh))
+        self.bias_hh = nn.Parameter(torch.empty(gh))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyTorch's init: every parameter uniform in ±1/sqrt(H)."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def project_inputs(self, x: Tensor) -> Tensor:
+        """``x W_x + b_x`` for every position at once.
+
+        Shape:
+            x: (..., I) → (..., G*H), e.g. (B, T, I) → (B, T, G*H).
+        """
+        return F.linear(x, self.weight_ih, self.bias_ih)
+
+    def step(self, xw_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """One recurrent update from the projected input ``xw_t`` (B, G*H); see the subclasses."""
+        raise NotImplementedError
+
+    def forward(self, x_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """One time step from the raw input ``x_t`` (B, I); returns the new state tuple."""
+        return self.step(self.project_inputs(x_t), state)
+
+    def zero_state(self, batch_size: int, device=None, dtype=None) -> tuple[Tensor, ...]:
+        """``state_size`` zero tensors of shape (B, H)."""
+        return tuple(
+            torch.zeros(batch_size, self.hidden_size, device=device, dtype=dtype)
+            for _ in range(self.state_size)
+        )
+
+
+class RNNCell(_Cell):
+    """Elman RNN cell (Elman 1990) with a tanh or ReLU nonlinearity φ.
+
+    Equation:
+        h_t = φ(x_t W_xh + b_xh + h_{t-1} W_hh + b_hh)
+
+    Shape:
+        xw_t: (B, H); state: (h,) with h (B, H).
+    """
+
+    num_gates = 1
+    state_size = 1
+
+    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh") -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__(input_size, hidden_size)
+        self.nonlinearity = nonlinearity
+
+    def step(self, xw_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        (h,) = state
+        pre = xw_t + F.linear(h, self.weight_hh, self.bias_hh)  # (B, H)
+        h = torch.tanh(pre) if self.nonlinearity == "tanh" else torch.relu(pre)  # (B, H)
+        return (h,)
+
+
+class GRUCell(_Cell):
+    """Gated recurrent unit (Cho et al. 2014), in PyTorch's/cuDNN's form.
+
+    Equations (σ the logistic sigmoid, ⊙ the elementwise product):
+        r_t = σ(x_t W_xr + b_xr + h_{t-1} W_hr + b_hr)            reset gate
+        z_t = σ(x_t W_xz + b_xz + h_{t-1} W_hz + b_hz)            update gate
+        n_t = tanh(x_t W_xn + b_xn + r_t ⊙ (h_{t-1} W_hn + b_hn))  candidate state
+        h_t = (1 - z_t) ⊙ n_t + z_t ⊙ h_{t-1}
+
+    Cho et al. (and d2l) reset before the matmul, ``(r_t ⊙ h_{t-1}) W_hn``; PyTorch resets after
+    it, as above, and so do we, so that the weights are interchangeable with ``nn.GRU``.
+
+    Shape:
+        xw_t: (B, 3H); state: (h,) with h (B, H).
+    """
+
+    num_gates = 3
+    state_size = 1
+
+    def step(self, xw_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        (h,) = state
+        hw = F.linear(h, self.weight_hh, self.bias_hh)  # (B, 3H)
+        x_r, x_z, x_n = xw_t.chunk(3, dim=-1)  # 3 × (B, H)
+        h_r, h_z, h_n = hw.chunk(3, dim=-1)  # 3 × (B, H)
+        r = torch.sigmoid(x_r + h_r)  # (B, H)
+        z = torch.sigmoid(x_z + h_z)  # (B, H)
+        n = torch.tanh(x_n + r * h_n)  # (B, H)
+        h = (1.0 - z) * n + z * h  # (B, H)
+        return (h,)
+
+
+class LSTMCell(_Cell):
+    """Long short-term memory cell (Hochreiter & Schmidhuber 1997, with the forget gate of
+    Gers, Schmidhuber & Cummins 2000).
+
+    Equations:
+        i_t = σ(x_t W_xi + h_{t-1} W_hi + b_i)      input gate
+        f_t = σ(x_t W_xf + h_{t-1} W_hf + b_f)      forget gate
+        g_t = tanh(x_t W_xg + h_{t-1} W_hg + b_g)   candidate memory
+        o_t = σ(x_t W_xo + h_{t-1} W_ho + b_o)      output gate
+        c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t
+        h_t = o_t ⊙ tanh(c_t)
+    where each b is ``bias_ih + bias_hh`` of its block.
+
+    Shape:
+        xw_t: (B, 4H); state: (h, c), each (B, H).
+    """
+
+    num_gates = 4
+    state_size = 2
+
+    def step(self, xw_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        h, c = state
+        gates = xw_t + F.linear(h, self.weight_hh, self.bias_hh)  # (B, 4H)
+        i, f, g, o = gates.chunk(4, dim=-1)  # 4 × (B, H)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)  # (B, H)
+        h = torch.sigmoid(o) * torch.tanh(c)  # (B, H)
+        return (h, c)
+
+
+class PeepholeLSTMCell(_Cell):
+    """LSTM with peephole connections (Gers & Schmidhuber 2000): the gates also see the cell.
+
+    The peephole weights are diagonal, so they act elementwise: ``w_ci``, ``w_cf``, ``w_co`` (H,).
+    The input and forget gates look at the previous cell c_{t-1}, the output gate at the new c_t.
+
+    Equations:
+        i_t = σ(x_t W_xi + h_{t-1} W_hi + w_ci ⊙ c_{t-1} + b_i)
+        f_t = σ(x_t W_xf + h_{t-1} W_hf + w_cf ⊙ c_{t-1} + b_f)
+        g_t = tanh(x_t W_xg + h_{t-1} W_hg + b_g)
+        c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t
+        o_t = σ(x_t W_xo + h_{t-1} W_ho + w_co ⊙ c_t + b_o)
+        h_t = o_t ⊙ tanh(c_t)
+    With the peephole weights at zero this is :class:`LSTMCell`.
+
+    Shape:
+        xw_t: (B, 4H); state: (h, c), each (B, H).
+    """
+
+    num_gates = 4
+    state_size = 2
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__(input_size, hidden_size)
+        bound = 1.0 / math.sqrt(hidden_size)
+        self.weight_ci = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.weight_cf = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+        self.weight_co = nn.Parameter(torch.empty(hidden_size).uniform_(-bound, bound))
+
+    def step(self, xw_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        h, c_prev = state
+        gates = xw_t + F.linear(h, self.weight_hh, self.bias_hh)  # (B, 4H)
+        i, f, g, o = gates.chunk(4, dim=-1)  # 4 × (B, H)
+        i = torch.sigmoid(i + self.weight_ci * c_prev)  # (B, H)
+        f = torch.sigmoid(f + self.weight_cf * c_prev)  # (B, H)
+        c = f * c_prev + i * torch.tanh(g)  # (B, H)
+        o = torch.sigmoid(o + self.weight_co * c)  # (B, H)
+        h = o * torch.tanh(c)  # (B, H)
+        return (h, c)
+
+
+def make_cell(cell: str, input_size: int, hidden_size: int) -> _Cell:
+    """The scratch cell called ``cell`` (one of :data:`CELL_NAMES`)."""
+    if cell == "rnn":
+        return RNNCell(input_size, hidden_size, "tanh")
+    if cell == "rnn_relu":
+        return RNNCell(input_size, hidden_size, "relu")
+    if cell == "gru":
+        return GRUCell(input_size, hidden_size)
+    if cell == "lstm":
+        return LSTMCell(input_size, hidden_size)
+    if cell == "peephole_lstm":
+        return PeepholeLSTMCell(input_size, hidden_size)
+    raise ValueError(f"unknown cell {cell!r}; choose one of {', '.join(CELL_NAMES)}")
+
+
+# ------------------------------------------------------------------------------------------ layer
+class RNN(nn.Module):
+    """Stacked, optionally bidirectional, batch-first recurrent layer with two backends.
+
+    Args:
+        cell: one of ``rnn`` (tanh), ``rnn_relu``, ``gru``, ``lstm``, ``peephole_lstm``.
+        input_size: I, features per time step.
+        hidden_size: H, features of each direction's hidden state.
+        num_layers: L; layer l > 0 reads the (B, T, D*H) output of layer l-1.
+        dropout: dropout on each layer's output except the last's (training only).
+        bidirectional: also run each layer right to left; the two outputs are concatenated on
+            the feature axis (forward first), as in PyTorch.
+        backend: ``scratch`` (the cells above) or ``fused`` (``nn.RNN``/``nn.GRU``/``nn.LSTM``).
+
+    Shape:
+        x: (B, T, I); lengths: (B,) or None; state: (L*D, B, H), or a tuple (h, c) of those.
+        output: (B, T, D*H), zeros at padded positions.
+    """
+
+    def __init__(
+        self,
+        cell: str,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        backend: str = "scratch",
+    ) -> None:
+        super().__init__()
+        if cell not in CELL_NAMES:
+            raise ValueError(f"unknown cell {cell!r}; choose one of {', '.join(CELL_NAMES)}")
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose 'scratch' or 'fused'")
+        if backend == "fused" and cell == "peephole_lstm":
+            raise ValueError(
+                "cell 'peephole_lstm' has no fused backend (nn.LSTM has no peephole "
+                "connections); use backend='scratch'"
+            )
+        if num_layers < 1 or input_size < 1 or hidden_size < 1:
+            raise ValueError(
+                f"input_size, hidden_size and num_layers must be positive, got "
+                f"{input_size}, {hidden_size}, {num_layers}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.cell = cell
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.dropout = dropout
+        self.bidirectional = bidirectional
+        self.num_directions = 2 if bidirectional else 1
+        self.backend = backend
+        self.state_size = 2 if cell in ("lstm", "peephole_lstm") else 1
+        if backend == "scratch":
+            # cells[layer * D + direction], the order of PyTorch's state layout
+            self.cells = nn.ModuleList(
+                make_cell(cell, input_size if layer == 0 else self.output_size, hidden_size)
+                for layer in range(num_layers)
+                for _ in range(self.num_directions)
+            )
+        else:
+            self.fused = _make_fused(
+                cell, input_size, hidden_size, num_layers, dropout, bidirectional
+            )
+
+    @property
+    def output_size(self) -> int:
+        """D*H, the feature size of the output."""
+        return self.num_directions * self.hidden_size
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.cell!r}, {self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+            f"dropout={self.dropout}, bidirectional={self.bidirectional}, backend={self.backend!r}"
+        )
+
+    def begin_state(self, batch_size: int, device=None, dtype=None) -> State:
+        """The zero state: h (L*D, B, H), or (h, c) for the LSTMs."""
+        shape = (self.num_layers * self.num_directions, batch_size, self.hidden_size)
+        if self.state_size == 1:
+            return torch.zeros(shape, device=device, dtype=dtype)
+        return (
+            torch.zeros(shape, device=device, dtype=dtype),
+            torch.zeros(shape, device=device, dtype=dtype),
+        )
+
+    def forward(
+        self, x: Tensor, state: State | None = None, lengths: Tensor | None = None
+    ) -> tuple[Tensor, State]:
+        """Run the whole sequence; returns the output at every step and the final state.
+
+        With ``lengths``, sequence b is ``x[b, :lengths[b]]``: its outputs and final state equal
+        running it alone, the backward direction starting at its last valid token; outputs at
+        padded positions are zero.
+
+        Shape:
+            x: (B, T, I); lengths: (B,) integers in [1, T]; state: (L*D, B, H) or a tuple of two.
+            returns output (B, T, D*H) and the final state, shaped like ``state``.
+        """
+        if x.dim() != 3 or x.size(-1) != self.input_size:
+            raise ValueError(
+                f"expected input of shape (B, T, {self.input_size}), got {tuple(x.shape)}"
+            )
+        batch_size, num_steps, _ = x.shape
+        if lengths is not None:
+            lengths = _check_lengths(lengths, batch_size, num_steps)
+        states = self._state_tuple(state, x)  # state_size × (L*D, B, H)
+        if self.backend == "fused":
+            output, states = self._forward_fused(x, states, lengths)
+        else:
+            output, states = self._forward_scratch(x, states, lengths)
+        return output, (states[0] if self.state_size == 1 else states)
+
+    # -- scratch ----------------------------------------------------------------------------------
+    def _forward_scratch(
+        self, x: Tensor, states: tuple[Tensor, ...], lengths: Tensor | None
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
+        mask = None
+        if lengths is not None:
+            steps = torch.arange(x.size(1), device=x.device)  # (T,)
+            mask = steps[None, :] < lengths.to(x.device)[:, None]  # (B, T)
+        layer_input = x  # (B, T, I)
+        finals: list[tuple[Tensor, ...]] = []  # one state tuple of (B, H) per layer*D + direction
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(self.num_directions):
+                k = layer * self.num_directions + direction
+                initial = tuple(s[k] for s in states)  # state_size × (B, H)
+                if direction == 0:
+                    out, final = _run_cell(self.cells[k], layer_input, initial, mask)  # (B, T, H)
+                else:
+                    reversed_input = _reverse_time(layer_input, lengths)  # (B, T, I or D*H)
+                    out, final = _run_cell(self.cells[k], reversed_input, initial, mask)
+                    out = _reverse_time(out, lengths)  # (B, T, H)
+                outputs.append(out)
+                finals.append(final)
+            layer_input = torch.cat(outputs, dim=-1)  # (B, T, D*H)
+            if layer < self.num_layers - 1:
+                layer_input = F.dropout(layer_input, self.dropout, self.training)  # (B, T, D*H)
+        new_states = tuple(
+            torch.stack([final[i] for final in finals]) for i in range(self.state_size)
+        )  # state_size × (L*D, B, H)
+        return layer_input, new_states
+
+    # -- fused ------------------------------------------------------------------------------------
+    def _forward_fused(
+        self, x: Tensor, states: tuple[Tensor, ...], lengths: Tensor | None
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
+        hx = states[0] if self.state_size == 1 else states
+        if lengths is None:
+            output, hx = self.fused(x, hx)  # (B, T, D*H)
+        else:
+            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            packed_output, hx = self.fused(packed, hx)
+            output, _ = pad_packed_sequence(
+                packed_output, batch_first=True, total_length=x.size(1)
+            )  # (B, T, D*H)
+        return output, ((hx,) if self.state_size == 1 else tuple(hx))
+
+    # -- state ------------------------------------------------------------------------------------
+    def _state_tuple(self, state: State | None, x: Tensor) -> tuple[Tensor, ...]:
+        """Validate ``state`` and return it as a tuple of (L*D, B, H) tensors."""
+        if state is None:
+            begin = self.begin_state(x.size(0), x.device, x.dtype)
+            return (begin,) if self.state_size == 1 else begin
+        states = (state,) if isinstance(state, Tensor) else tuple(state)
+        expected = (self.num_layers * self.num_directions, x.size(0), self.hidden_size)
+        kind = "a tensor h" if self.state_size == 1 else "a tuple (h, c)"
+        if len(states) != self.state_size or any(tuple(s.shape) != expected for s in states):
+            got = [tuple(s.shape) for s in states]
+            raise ValueError(
+                f"cell {self.cell!r} expects state as {kind}, each of shape {expected} "
+                f"(L*D, B, H); got shapes {got}"
+            )
+        return tuple(s.contiguous() for s in states)
+
+    # -- conversion -------------------------------------------------------------------------------
+    def to_backend(self, backend: str) -> RNN:
+        """A new :class:`RNN` on ``backend`` with the same weights (copied), dtype, device, mode."""
+        new = RNN(
+            self.cell,
+            self.input_size,
+            self.hidden_size,
+            self.num_layers,
+            self.dropout,
+            self.bidirectional,
+            backend,
+        )
+        reference = next(self.parameters())
+        new.to(device=reference.device, dtype=reference.dtype)
+        if backend == self.backend:
+            state_dict = self.state_dict()
+        elif backend == "fused":
+            state_dict = scratch_to_fused_state_dict(
+                self.state_dict(), self.num_layers, self.bidirectional
+            )
+        else:
+            state_dict = fused_to_scratch_state_dict(
+                self.state_dict(), self.num_layers, self.bidirectional
+            )
+        new.load_state_dict(state_dict)
+        new.train(self.training)
+        return new
+
+
+def _make_fused(
+    cell: str,
+    input_size: int,
+    hidden_size: int,
+    num_layers: int,
+    dropout: float,
+    bidirectional: bool,
+) -> nn.RNNBase:
+    """The PyTorch module for ``cell``; dropout only between layers, so 0 when L = 1."""
+    dropout = dropout if num_layers > 1 else 0.0
+    if cell in ("rnn", "rnn_relu"):
+        nonlinearity = "tanh" if cell == "rnn" else "relu"
+        return nn.RNN(
+            input_size,
+            hidden_size,
+            num_layers,
+            nonlinearity=nonlinearity,
+            batch_first=True,
+            dropout=dropout,
+            bidirectional=bidirectional,
+        )
+    module = nn.GRU if cell == "gru" else nn.LSTM
+    return module(
+        input_size,
+        hidden_size,
+        num_layers,
+        batch_first=True,
+        dropout=dropout,
+        bidirectional=bidirectional,
+    )
+
+
+def _run_cell(
+    cell: _Cell, x: Tensor, state: tuple[Tensor, ...], mask: Tensor | None
+) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """Run one cell left to right over ``x``; where ``mask`` is False the state is kept.
+
+    Shape:
+        x: (B, T, I); state: tuple of (B, H); mask: (B, T) bool or None.
+        returns outputs (B, T, H), zero where masked, and the final state tuple.
+    """
+    xw = cell.project_inputs(x)  # (B, T, G*H): all input projections in one matmul
+    outputs = []
+    for t in range(x.size(1)):
+        new_state = cell.step(xw[:, t], state)  # state_size × (B, H)
+        if mask is not None:
+            valid = mask[:, t, None]  # (B, 1)
+            new_state = tuple(
+                torch.where(valid, new, old) for new, old in zip(new_state, state, strict=True)
+            )
+        state = new_state
+        outputs.append(state[0])
+    output = torch.stack(outputs, dim=1)  # (B, T, H)
+    if mask is not None:
+        output = output.masked_fill(~mask[..., None], 0.0)  # (B, T, H)
+    return output, state
+
+
+def _reverse_time(x: Tensor, lengths: Tensor | None) -> Tensor:
+    """Reverse each row in time within its valid length; padding stays at the end.
+
+    Shape:
+        x: (B, T, F); lengths: (B,) or None → (B, T, F).
+    """
+    if lengths is None:
+        return x.flip(1)
+    steps = torch.arange(x.size(1), device=x.device)  # (T,)
+    index = lengths.to(x.device)[:, None] - 1 - steps[None, :]  # (B, T)
+    index = torch.where(index >= 0, index, steps[None, :])  # (B, T): padding maps to itself
+    return x.gather(1, index[..., None].expand_as(x))  # (B, T, F)
+
+
+def _check_lengths(lengths: Tensor, batch_size: int, num_steps: int) -> Tensor:
+    lengths = torch.as_tensor(lengths)
+    if lengths.shape != (batch_size,) or lengths.dtype.is_floating_point:
+        raise ValueError(
+            f"lengths must be an integer tensor of shape ({batch_size},), "
+            f"got {lengths.dtype} {tuple(lengths.shape)}"
+        )
+    if batch_size and (int(lengths.min()) < 1 or int(lengths.max()) > num_steps):
+        raise ValueError(
+            f"lengths must lie in [1, T={num_steps}], got {lengths.tolist()} "
+            "(padding goes at the end of each row)"
+        )
+    return lengths.long()
+
+
+# ------------------------------------------------------------------------------------ conversion
+def _key_pairs(num_layers: int, bidirectional: bool) -> Iterator[tuple[str, str]]:
+    """(scratch key, fused key) for every weight of an :class:`RNN`."""
+    num_directions = 2 if bidirectional else 1
+    for layer in range(num_layers):
+        for direction in range(num_directions):
+            suffix = "_reverse" if direction else ""
+            for name in _WEIGHT_NAMES:
+                k = layer * num_directions + direction
+                yield f"cells.{k}.{name}", f"fused.{name}_l{layer}{suffix}"
+
+
+def scratch_to_fused_state_dict(
+    state_dict: Mapping[str, Tensor], num_layers: int, bidirectional: bool
+) -> dict[str, Tensor]:
+    """Rename a scratch :class:`RNN`'s state dict (``cells.{l*D+d}.weight_ih`` …) to the fused
+    one's (``fused.weight_ih_l{l}[_reverse]`` …). The tensors are not copied.
+
+    Raises ``ValueError`` for peephole weights (nn.LSTM has none) and for missing or extra keys.
+    """
+    if any(key.rsplit(".", 1)[-1] in _PEEPHOLE_NAMES for key in state_dict):
+        raise ValueError(
+            "peephole_lstm weights cannot be converted to the fused backend: "
+            "nn.LSTM has no peephole connections"
+        )
+    pairs = list(_key_pairs(num_layers, bidirectional))
+    _check_keys(state_dict, [scratch for scratch, _ in pairs], "scratch")
+    return {fused: state_dict[scratch] for scratch, fused in pairs}
+
+
+def fused_to_scratch_state_dict(
+    state_dict: Mapping[str, Tensor], num_layers: int, bidirectional: bool
+) -> dict[str, Tensor]:
+    """Inverse of :func:`scratch_to_fused_state_dict`. The tensors are not copied."""
+    pairs = list(_key_pairs(num_layers, bidirectional))
+    _check_keys(state_dict, [fused for _, fused in pairs], "fused")
+    return {scratch: state_dict[fused] for scratch, fused in pairs}
+
+
+def _check_keys(state_dict: Mapping[str, Tensor], expected: list[str], backend: str) -> None:
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    if missing or unexpected:
+        raise ValueError(
+            f"not a {backend} RNN state dict for this shape: missing {missing}, "
+            f"unexpected {unexpected}"
+        )

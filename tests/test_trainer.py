@@ -1,0 +1,237 @@
+"""Trainer: exact resume after SIGKILL, NaN stop, distributed parity, checkpoint errors."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from seqlab import checkpoint as ckpt
+from seqlab.callbacks import read_metrics
+from seqlab.config import config_from_dict
+from seqlab.errors import CheckpointError
+from seqlab.experiment import load_run, train
+from seqlab.trainer import LossOutput, Trainer, TrainingDiverged
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = (
+    "the time traveller for so it will be convenient to speak of him was expounding a recondite matter to us. "
+    * 40
+)
+
+
+def tiny_config(tmp_path, **train):
+    text = tmp_path / "corpus.txt"
+    text.write_text(TEXT)
+    raw = {
+        "data": {
+            "dataset": "text",
+            "path": str(text),
+            "batch_size": 4,
+            "num_steps": 12,
+            "sampling": "sequential",
+        },
+        "model": {
+            "arch": "rnn_lm",
+            "cell": "gru",
+            "embed_dim": 8,
+            "hidden_size": 16,
+            "num_layers": 2,
+            "dropout": 0.1,
+        },
+        "train": {
+            "lr": 3e-3,
+            "log_every": 1,
+            "eval_every": 5,
+            "max_steps": 30,
+            "threads": 1,
+            "keep_last": 1,
+            **train,
+        },
+    }
+    return raw
+
+
+def losses(run_dir):
+    return {
+        r["step"]: r["loss"]
+        for r in read_metrics(run_dir / "metrics.jsonl")
+        if r["kind"] == "train"
+    }
+
+
+KILLER = textwrap.dedent(
+    """
+    import os, signal, sys, yaml
+    from seqlab.config import config_from_dict
+    from seqlab.experiment import train
+    from seqlab.trainer import Callback
+
+    class KillAt(Callback):
+        def on_step(self, trainer, loss):
+            if trainer.pos.step == int(sys.argv[3]):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    cfg = config_from_dict(yaml.safe_load(open(sys.argv[1])))
+    train(cfg, sys.argv[2], callbacks=[KillAt()])
+    """
+)
+
+
+def test_resume_after_sigkill_reproduces_uninterrupted_losses(tmp_path):
+    raw = tiny_config(tmp_path)
+    full = train(config_from_dict(raw), tmp_path / "full")
+    assert full["step"] == 30
+    expected = losses(tmp_path / "full")
+    assert sorted(expected) == list(range(1, 31))
+
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "killer.py").write_text(KILLER)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(tmp_path / "killer.py"),
+            str(tmp_path / "cfg.yaml"),
+            str(tmp_path / "cut"),
+            "17",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -9, (
+        proc.stderr
+    )  # killed by SIGKILL, mid-epoch, after the step-15 checkpoint
+    assert ckpt.pointer(tmp_path / "cut", "latest") == 15
+    assert max(losses(tmp_path / "cut")) >= 16  # the killed run had logged past its checkpoint
+
+    summary = train(None, tmp_path / "cut", resume=True)
+    assert summary["step"] == 30
+    resumed = losses(tmp_path / "cut")
+    assert resumed == expected  # bit-identical: same batches, same RNG, same optimizer state
+    full_w = ckpt.load_safetensors(
+        ckpt.find_checkpoint(tmp_path / "full", "latest") / "model.safetensors"
+    )
+    cut_w = ckpt.load_safetensors(
+        ckpt.find_checkpoint(tmp_path / "cut", "latest") / "model.safetensors"
+    )
+    assert all(torch.equal(full_w[k], cut_w[k]) for k in full_w)
+
+
+def test_run_dir_with_checkpoints_is_not_overwritten(tmp_path):
+    raw = tiny_config(tmp_path, max_steps=5)
+    train(config_from_dict(raw), tmp_path / "run")
+    with pytest.raises(Exception, match="already holds checkpoints.*--resume"):
+        train(config_from_dict(raw), tmp_path / "run")
+
+
+class ToyData:
+    carries_state = False
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return 10
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.epoch)
+        for _ in range(10):
+            yield torch.randn(8, 3, generator=g)
+
+
+def test_nan_loss_stops_with_message_and_keeps_last_good_checkpoint(tmp_path):
+    model = torch.nn.Linear(3, 1)
+
+    def loss_fn(m, x, state):
+        loss = m(x).pow(2).mean()
+        if loss_fn.calls == 7:
+            loss = loss * float("nan")
+        loss_fn.calls += 1
+        return LossOutput(loss, x.shape[0])
+
+    loss_fn.calls = 0
+    cfg = config_from_dict({"train": {"eval_every": 5, "max_steps": 20, "log_every": 1}}).train
+    trainer = Trainer(
+        model, loss_fn, ToyData(), cfg, tmp_path, evaluate=lambda m: {"val_loss": 1.0}
+    )
+    with pytest.raises(TrainingDiverged) as exc:
+        trainer.fit()
+    msg = str(exc.value)
+    assert "loss became nan at step 8" in msg and "step-00000005" in msg and "--resume" in msg
+    saved = ckpt.load_safetensors(tmp_path / "checkpoints" / "step-00000005" / "model.safetensors")
+    assert ckpt.list_steps(tmp_path) == [5]
+    # the weights were not touched by the bad step: they still equal those after step 7
+    assert not torch.isnan(model.weight).any()
+    assert saved["weight"].shape == model.weight.shape
+
+
+def test_bad_checkpoints_are_refused_with_the_file_named(tmp_path):
+    raw = tiny_config(tmp_path, max_steps=5)
+    run = tmp_path / "run"
+    train(config_from_dict(raw), run)
+    path = ckpt.find_checkpoint(run, "latest")
+    load_run(run)  # loads fine
+
+    bad = tmp_path / "truncated"
+    shutil.copytree(run, bad)
+    weights = ckpt.find_checkpoint(bad, "latest") / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match=r"model\.safetensors.*corrupt"):
+        load_run(bad)
+
+    foreign = tmp_path / "foreign"
+    shutil.copytree(run, foreign)
+    meta = ckpt.find_checkpoint(foreign, "latest") / "meta.json"
+    meta.write_text(json.dumps({"format": "someone-else/3"}))
+    with pytest.raises(CheckpointError, match="not a seqlab checkpoint"):
+        load_run(foreign)
+
+    other = tmp_path / "other-shape"
+    shutil.copytree(run, other)
+    cfg = yaml.safe_load((other / "config.yaml").read_text())
+    cfg["model"]["hidden_size"] = 24
+    (other / "config.yaml").write_text(yaml.safe_dump(cfg))
+    with pytest.raises(CheckpointError, match="has shape"):
+        load_run(other)
+    assert path.is_dir()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
+    raw = tiny_config(tmp_path, max_steps=12, eval_every=6)
+    raw["model"]["dropout"] = 0.0
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(raw))
+    single = train(config_from_dict(raw), tmp_path / "one")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = Path(sys.executable).with_name("torchrun")
+    proc = subprocess.run(
+        [
+            str(torchrun),
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "seqlab",
+            "train",
+            str(tmp_path / "cfg.yaml"),
+            "--out",
+            str(tmp_path / "two"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
+    assert sorted(one) == sorted(two) == list(range(1, 13))
+    for step in one:
+        assert two[step] == pytest.approx(one[step], rel=1e-4, abs=1e-5)
+    assert single["step"] == 12
