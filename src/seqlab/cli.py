@@ -279,6 +279,58 @@ def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lengths(text: str) -> list[int]:
+    from seqlab.layer_costs import parse_lengths
+
+    try:
+        return parse_lengths(text)  # "64,128,...,4096" doubles up to 4096
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_bench_layers(args: argparse.Namespace) -> int:
+    import torch
+
+    from seqlab.layer_costs import (
+        attention_memory_report,
+        format_layer_costs,
+        measure_layer_costs,
+        save_layer_costs,
+    )
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results = measure_layer_costs(
+        args.lengths,
+        width=args.width,
+        batch=args.batch,
+        kernel_size=args.kernel_size,
+        heads=args.heads,
+        repeats=args.repeats,
+    )
+    report = attention_memory_report(args.memory_length, args.width, args.heads, args.batch)
+    if args.out:
+        json_path, png_path = save_layer_costs(results, args.out, report)
+        print(f"wrote {json_path} and {png_path}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({**results, "attention_memory": report}))
+    else:
+        print(format_layer_costs(results))
+        print(
+            f"self-attention at n={report['length']}, forward + backward: fused peak "
+            f"{report['fused_peak_bytes'] / 2**20:.1f} MiB, explicit {report['explicit_peak_bytes'] / 2**20:.1f} MiB, "
+            f"one n×n matrix per head {report['matrix_bytes'] / 2**20:.1f} MiB"
+        )
+    return 0
+
+
+def cmd_demo_kernel_regression(args: argparse.Namespace) -> int:
+    from seqlab.demos import kernel_regression_demo
+
+    kernel_regression_demo(args.out, seed=args.seed)
+    return 0
+
+
 def cmd_demo_dates(args: argparse.Namespace) -> int:
     from seqlab.demo_dates import run_dates_demo
 
@@ -389,6 +441,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
     p.set_defaults(func=cmd_demo_dates)
+    p = demo_sub.add_parser(
+        "kernel-regression", help="Nadaraya–Watson kernel regression (d2l §10.2): two plots"
+    )
+    p.add_argument("--out", default="runs/kernel-regression", metavar="DIR")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo_kernel_regression)
+
+    bench = sub.add_parser("bench", help="measure the cost of layers")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="WHAT")
+    p = bench_sub.add_parser(
+        "layers", help="time and peak memory of conv / RNN / GRU / self-attention as n grows"
+    )
+    p.add_argument(
+        "--lengths",
+        type=_lengths,
+        default="64,128,...,4096",
+        metavar="N,N,...",
+        help="comma-separated; a,b,...,c continues the ratio b/a up to c",
+    )
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--kernel-size", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1, help="torch threads; 0 = PyTorch's default")
+    p.add_argument(
+        "--memory-length", type=int, default=4096, help="length of the attention memory report"
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", metavar="DIR", help="also write layer_costs.json and layer_costs.png")
+    p.set_defaults(func=cmd_bench_layers)
     return parser
 
 

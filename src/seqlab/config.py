@@ -188,7 +188,10 @@ class TrainConfig(Strict):
     min_lr_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1
     epochs: Positive = 10
     max_steps: Positive | None = Field(None, description="stop after this many optimizer steps")
-    max_minutes: Annotated[float, Field(gt=0.0)] | None = None
+    max_minutes: Annotated[float, Field(gt=0.0)] | None = Field(
+        None,
+        description="wall-time budget of the run (a resumed run counts time already spent); a cosine schedule decays over it",
+    )
     grad_clip: Annotated[float, Field(gt=0.0)] | None = 1.0
     label_smoothing: Probability = 0.0
     precision: Literal["fp32", "bf16"] = "fp32"

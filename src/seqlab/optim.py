@@ -30,8 +30,14 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
     return cls(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 
-def lr_multiplier(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
-    """The schedule as a function of the number of steps taken so far (0-based)."""
+def lr_multiplier(
+    cfg: TrainConfig, total_steps: int, time_fraction: Callable[[], float] | None = None
+) -> Callable[[int], float]:
+    """The schedule as a function of the number of steps taken so far (0-based).
+
+    With ``time_fraction`` (the share of ``train.max_minutes`` used so far), the cosine decay
+    follows whichever runs out first, steps or time, so a time-budgeted run ends annealed.
+    """
     warmup = cfg.warmup_steps
 
     def factor(step: int) -> float:
@@ -44,6 +50,8 @@ def lr_multiplier(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
         if cfg.schedule == "cosine":
             span = max(total_steps - warmup, 1)
             progress = min((s - warmup) / span, 1.0)
+            if time_fraction is not None:
+                progress = min(max(progress, time_fraction()), 1.0)
             return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (
                 1 + math.cos(math.pi * progress)
             )
@@ -53,9 +61,14 @@ def lr_multiplier(cfg: TrainConfig, total_steps: int) -> Callable[[int], float]:
 
 
 def build_scheduler(
-    optimizer: torch.optim.Optimizer, cfg: TrainConfig, total_steps: int
+    optimizer: torch.optim.Optimizer,
+    cfg: TrainConfig,
+    total_steps: int,
+    time_fraction: Callable[[], float] | None = None,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg, total_steps))
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lr_multiplier(cfg, total_steps, time_fraction)
+    )
 
 
 class PlateauHalver:

@@ -144,12 +144,15 @@ class Trainer:
         self.extra_meta = extra_meta or {}
         self.optimizer = build_optimizer(self.model, cfg)
         self.total_steps = cfg.max_steps or cfg.epochs * len(train_data)
-        self.scheduler = build_scheduler(self.optimizer, cfg, self.total_steps)
+        # a time budget also drives the cosine decay (then a resumed run is not bit-exact)
+        budget = 60 * cfg.max_minutes if cfg.max_minutes else None
+        time_fraction = (lambda: self.elapsed() / budget) if budget else None
+        self.started = time.monotonic()
+        self.scheduler = build_scheduler(self.optimizer, cfg, self.total_steps, time_fraction)
         mode = select[1]
         self.plateau = PlateauHalver(self.scheduler, mode) if cfg.schedule == "plateau" else None
         self.pos = Position()
         self.carry: Any = None
-        self.started = time.monotonic()
         self.stop_reason = ""
 
     # ---------------------------------------------------------------------------- the loop
@@ -337,6 +340,7 @@ class Trainer:
                     "evals_since_best": self.pos.evals_since_best,
                     "history": self.pos.history,
                     "world_size": self.world,
+                    "elapsed_s": self.elapsed(),
                     "optimizer": opt_skeleton,
                     "rank_state": carry_skeleton,
                     "scheduler": self.scheduler.state_dict(),
@@ -369,6 +373,8 @@ class Trainer:
         )
         ckpt.set_torch_rng_state(rank_state["rng"])
         self.carry = dist.to_device(rank_state["carry"], self.device)
+        # the time budget (train.max_minutes) counts the time already spent before the restart
+        self.started = time.monotonic() - float(meta.get("elapsed_s", 0.0))
         self.pos = Position(
             step=meta["step"],
             epoch=meta["epoch"],

@@ -66,7 +66,9 @@ def make_date_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return pairs
 
 
-def date_splits(num_train: int = 20000, num_val: int = 1000, num_test: int = 1000, seed: int = 0) -> dict[str, list[tuple[str, str]]]:
+def date_splits(
+    num_train: int = 20000, num_val: int = 1000, num_test: int = 1000, seed: int = 0
+) -> dict[str, list[tuple[str, str]]]:
     """Disjoint train / val / test pairs: no source string appears in two splits."""
     pool = make_date_pairs(2 * (num_train + num_val + num_test), seed)
     seen: set[str] = set()

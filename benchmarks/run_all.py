@@ -1,0 +1,40 @@
+"""``make bench``: every benchmark, each as its own process, one summary at the end.
+
+Each benchmark reports a ratio against a reference measured in the same run, never an absolute
+time. Results are written as JSON under ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = [
+    ("LSTM LM training step: seqlab fused / plain nn.LSTM loop", ["lstm_lm_step.py"]),
+    ("Layer cost comparison (conv / RNN / self-attention)", ["layer_costs.py"]),
+    (
+        "Tiny Shakespeare Transformer vs nanoGPT reference, same wall clock",
+        ["shakespeare_transformer.py"],
+    ),
+]
+
+
+def main() -> int:
+    failed = []
+    for title, argv in BENCHMARKS:
+        print(f"\n=== {title} ===", flush=True)
+        start = time.monotonic()
+        rc = subprocess.call([sys.executable, str(HERE / argv[0]), *argv[1:]], cwd=HERE.parent)
+        print(f"--- {time.monotonic() - start:.0f} s, exit {rc}", flush=True)
+        if rc:
+            failed.append(title)
+    if failed:
+        print("failed: " + "; ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
