@@ -1,132 +1,266 @@
-"""Recurrent layers: scratch == PyTorch's fused modules (outputs, states, gradients), lengths."""
+"""seqlab.rnn: scratch cells equal PyTorch's fused modules; lengths, conversion, peepholes, dropout."""
 
 import pytest
 import torch
 from torch import nn
 
-from seqlab.rnn import CELL_NAMES, RNN, fused_to_scratch_state_dict, scratch_to_fused_state_dict
+from seqlab.rnn import (
+    RNN,
+    PeepholeLSTMCell,
+    fused_to_scratch_state_dict,
+    make_cell,
+    scratch_to_fused_state_dict,
+)
 
-TORCH = {"rnn": nn.RNN, "rnn_relu": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
-B, T, I, H = 3, 6, 5, 7
+ATOL = 1e-5
+B, T, I, H = 3, 6, 4, 5
+FUSED_CELLS = ["rnn", "rnn_relu", "gru", "lstm"]
 
 
-def torch_module(cell, num_layers, bidirectional):
-    kwargs = {"nonlinearity": "relu"} if cell == "rnn_relu" else {}
-    return TORCH[cell](I, H, num_layers, batch_first=True, bidirectional=bidirectional, **kwargs)
+def torch_reference(cell: str, num_layers: int, bidirectional: bool) -> nn.RNNBase:
+    """The PyTorch module that ``cell`` must reproduce."""
+    if cell in ("rnn", "rnn_relu"):
+        nonlinearity = "tanh" if cell == "rnn" else "relu"
+        return nn.RNN(
+            I,
+            H,
+            num_layers,
+            nonlinearity=nonlinearity,
+            batch_first=True,
+            bidirectional=bidirectional,
+        )
+    module = nn.GRU if cell == "gru" else nn.LSTM
+    return module(I, H, num_layers, batch_first=True, bidirectional=bidirectional)
+
+
+def random_state(cell: str, num_layers: int, num_directions: int, batch_size: int = B):
+    shape = (num_layers * num_directions, batch_size, H)
+    if cell in ("lstm", "peephole_lstm"):
+        return (torch.randn(shape), torch.randn(shape))
+    return torch.randn(shape)
 
 
 def as_tuple(state):
-    return state if isinstance(state, tuple) else (state,)
+    return (state,) if isinstance(state, torch.Tensor) else tuple(state)
 
 
-@pytest.mark.parametrize("cell", ["rnn", "rnn_relu", "gru", "lstm"])
+def scalar_loss(output, state, weights):
+    """A loss that depends on every output and every final state entry, asymmetrically."""
+    loss = (output * weights[0]).sum()
+    for s, w in zip(as_tuple(state), weights[1:], strict=True):
+        loss = loss + (s * w).sum()
+    return loss
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("num_layers", [1, 2, 3])
-@pytest.mark.parametrize("bidirectional", [False, True])
-def test_scratch_equals_torch_with_copied_weights(cell, num_layers, bidirectional):
-    ref = torch_module(cell, num_layers, bidirectional)
-    ours = RNN(cell, I, H, num_layers, bidirectional=bidirectional, backend="scratch")
-    ours.load_state_dict(
-        fused_to_scratch_state_dict(
-            {f"fused.{k}": v for k, v in ref.state_dict().items()}, num_layers, bidirectional
-        )
-    )
+@pytest.mark.parametrize("cell", FUSED_CELLS)
+def test_scratch_matches_torch_outputs_states_and_gradients(cell, num_layers, bidirectional):
+    num_directions = 2 if bidirectional else 1
+    reference = torch_reference(cell, num_layers, bidirectional)
+    fused = RNN(cell, I, H, num_layers, bidirectional=bidirectional, backend="fused")
+    fused.fused.load_state_dict(reference.state_dict())
+    scratch = fused.to_backend("scratch")
+    assert scratch.backend == "scratch"
+
     x = torch.randn(B, T, I)
-    d = 2 if bidirectional else 1
-    h0 = tuple(torch.randn(num_layers * d, B, H) for _ in range(2 if cell == "lstm" else 1))
-    state = h0 if cell == "lstm" else h0[0]
-    out_ref, st_ref = ref(x, state)
-    out, st = ours(x, state)
-    torch.testing.assert_close(out, out_ref, atol=1e-5, rtol=1e-5)
-    for a, b in zip(as_tuple(st), as_tuple(st_ref), strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
-    # the same scalar loss gives the same parameter gradients
-    w = torch.randn_like(out)
-    ((out_ref * w).sum() + sum(s.sum() for s in as_tuple(st_ref))).backward()
-    ((out * w).sum() + sum(s.sum() for s in as_tuple(st))).backward()
-    ref_grads = fused_to_scratch_state_dict(
-        {f"fused.{k}": p.grad for k, p in ref.named_parameters()}, num_layers, bidirectional
-    )
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(p.grad, ref_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+    state = random_state(cell, num_layers, num_directions)
+    weights = [torch.randn(B, T, num_directions * H)] + [
+        torch.randn(num_layers * num_directions, B, H) for _ in as_tuple(state)
+    ]
+    x_ref, x_scr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    state_ref = tuple(s.clone().requires_grad_() for s in as_tuple(state))
+    state_scr = tuple(s.clone().requires_grad_() for s in as_tuple(state))
+
+    out_ref, final_ref = reference(x_ref, state_ref[0] if len(state_ref) == 1 else state_ref)
+    out_scr, final_scr = scratch(x_scr, state_scr[0] if len(state_scr) == 1 else state_scr)
+    assert out_scr.shape == (B, T, num_directions * H)
+    assert isinstance(final_scr, torch.Tensor) == (cell not in ("lstm", "peephole_lstm"))
+    torch.testing.assert_close(out_scr, out_ref, atol=ATOL, rtol=0)
+    for a, b in zip(as_tuple(final_scr), as_tuple(final_ref), strict=True):
+        torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+
+    scalar_loss(out_ref, final_ref, weights).backward()
+    scalar_loss(out_scr, final_scr, weights).backward()
+    torch.testing.assert_close(x_scr.grad, x_ref.grad, atol=ATOL, rtol=0)
+    for a, b in zip(state_scr, state_ref, strict=True):
+        torch.testing.assert_close(a.grad, b.grad, atol=ATOL, rtol=0)
+    scratch_grads = {name: p.grad for name, p in scratch.named_parameters()}
+    converted = scratch_to_fused_state_dict(scratch_grads, num_layers, bidirectional)
+    reference_grads = {f"fused.{name}": p.grad for name, p in reference.named_parameters()}
+    assert converted.keys() == reference_grads.keys()
+    for name, grad in reference_grads.items():
+        torch.testing.assert_close(converted[name], grad, atol=ATOL, rtol=0, msg=name)
 
 
-@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_backend_conversion_round_trips_exactly(cell, bidirectional):
-    scratch = RNN(cell, I, H, 2, bidirectional=bidirectional, backend="scratch")
+@pytest.mark.parametrize("cell", FUSED_CELLS)
+def test_conversion_round_trips_exactly(cell, bidirectional):
+    scratch = RNN(cell, I, H, num_layers=2, bidirectional=bidirectional)
     fused = scratch.to_backend("fused")
     back = fused.to_backend("scratch")
-    for k, v in scratch.state_dict().items():
-        assert torch.equal(v, back.state_dict()[k])
+    original = scratch.state_dict()
+    assert back.state_dict().keys() == original.keys()
+    for name, tensor in back.state_dict().items():
+        assert torch.equal(tensor, original[name]), name
+    # the functions are inverse of each other on the raw dicts too
+    raw = fused_to_scratch_state_dict(
+        scratch_to_fused_state_dict(original, 2, bidirectional), 2, bidirectional
+    )
+    assert all(raw[k] is original[k] for k in original)
+    # and the converted module computes the same function
     x = torch.randn(B, T, I)
-    torch.testing.assert_close(scratch(x)[0], fused(x)[0], atol=1e-5, rtol=1e-5)
-    sd = scratch_to_fused_state_dict(scratch.state_dict(), 2, bidirectional)
-    assert set(sd) == set(fused.state_dict())
+    out_scratch, _ = scratch(x)
+    out_fused, _ = fused(x)
+    torch.testing.assert_close(out_fused, out_scratch, atol=ATOL, rtol=0)
+
+
+def test_to_backend_keeps_dtype_and_copies_weights():
+    scratch = RNN("lstm", I, H).double()
+    fused = scratch.to_backend("fused")
+    assert fused.fused.weight_ih_l0.dtype == torch.float64
+    with torch.no_grad():
+        fused.fused.weight_ih_l0.zero_()
+    assert scratch.cells[0].weight_ih.abs().sum() > 0  # an independent copy
+
+
+BACKEND_CELLS = [("scratch", c) for c in ["rnn", "gru", "lstm", "peephole_lstm"]] + [
+    ("fused", c) for c in ["rnn", "gru", "lstm"]
+]
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize(("backend", "cell"), BACKEND_CELLS)
+def test_variable_lengths_equal_running_each_sequence_alone(backend, cell, bidirectional):
+    num_layers, num_directions = 2, 2 if bidirectional else 1
+    rnn = RNN(cell, I, H, num_layers, bidirectional=bidirectional, backend=backend)
+    lengths = torch.tensor([4, 7, 1, 5])
+    x = torch.randn(4, 7, I)
+    padded = x.clone()
+    for b, n in enumerate(lengths.tolist()):
+        padded[b, n:] = 99.0  # whatever is in the padding must not leak into the results
+    state = random_state(cell, num_layers, num_directions, batch_size=4)
+    output, final = rnn(padded, state, lengths=lengths)
+    for b, n in enumerate(lengths.tolist()):
+        alone_state = tuple(s[:, b : b + 1] for s in as_tuple(state))
+        alone_out, alone_final = rnn(
+            x[b : b + 1, :n], alone_state[0] if len(alone_state) == 1 else alone_state
+        )
+        torch.testing.assert_close(output[b : b + 1, :n], alone_out, atol=ATOL, rtol=0)
+        assert torch.all(output[b, n:] == 0), "padded positions must be zero"
+        for batched, single in zip(as_tuple(final), as_tuple(alone_final), strict=True):
+            torch.testing.assert_close(batched[:, b : b + 1], single, atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("backend", ["scratch", "fused"])
-@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_full_lengths_equal_no_lengths(backend):
+    rnn = RNN("gru", I, H, num_layers=2, bidirectional=True, backend=backend)
+    x = torch.randn(B, T, I)
+    out_plain, h_plain = rnn(x)
+    out_len, h_len = rnn(x, lengths=torch.full((B,), T))
+    torch.testing.assert_close(out_len, out_plain, atol=ATOL, rtol=0)
+    torch.testing.assert_close(h_len, h_plain, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm", "peephole_lstm"])
+def test_stepping_a_cell_by_hand_equals_the_layer(cell):
+    rnn = RNN(cell, I, H)
+    x = torch.randn(B, T, I)
+    output, _ = rnn(x)
+    step_cell = rnn.cells[0]
+    state = step_cell.zero_state(B)
+    for t in range(T):
+        state = step_cell(x[:, t], state)
+        torch.testing.assert_close(state[0], output[:, t], atol=ATOL, rtol=0)
+
+
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_variable_lengths_equal_running_each_sequence_alone(backend, cell, bidirectional):
-    layer = RNN(cell, I, H, 2, bidirectional=bidirectional, backend=backend).eval()
-    lengths = torch.tensor([6, 2, 4])
+def test_peephole_lstm_with_zero_peepholes_equals_lstm(bidirectional):
+    lstm = RNN("lstm", I, H, num_layers=2, bidirectional=bidirectional)
+    peephole = RNN("peephole_lstm", I, H, num_layers=2, bidirectional=bidirectional)
+    state_dict = dict(lstm.state_dict())
+    for key, value in peephole.state_dict().items():
+        if key not in state_dict:  # weight_ci / weight_cf / weight_co
+            state_dict[key] = torch.zeros_like(value)
+    peephole.load_state_dict(state_dict)
     x = torch.randn(B, T, I)
-    x_padded = x.clone()
-    for b, n in enumerate(lengths):
-        x_padded[b, n:] = 99.0  # garbage in padding must not leak
-    out, state = layer(x_padded, lengths=lengths)
-    for b, n in enumerate(lengths.tolist()):
-        alone, alone_state = layer(x[b : b + 1, :n])
-        torch.testing.assert_close(out[b, :n], alone[0], atol=1e-5, rtol=1e-5)
-        assert torch.all(out[b, n:] == 0)
-        for s, a in zip(as_tuple(state), as_tuple(alone_state), strict=True):
-            torch.testing.assert_close(s[:, b], a[:, 0], atol=1e-5, rtol=1e-5)
+    out_lstm, (h_lstm, c_lstm) = lstm(x)
+    out_peep, (h_peep, c_peep) = peephole(x)
+    torch.testing.assert_close(out_peep, out_lstm, atol=ATOL, rtol=0)
+    torch.testing.assert_close(h_peep, h_lstm, atol=ATOL, rtol=0)
+    torch.testing.assert_close(c_peep, c_lstm, atol=ATOL, rtol=0)
 
 
-def test_peephole_with_zero_peepholes_is_the_lstm():
-    peep = RNN("peephole_lstm", I, H, 2, backend="scratch")
-    lstm = RNN("lstm", I, H, 2, backend="scratch")
-    state = {k: v for k, v in peep.state_dict().items() if "weight_c" not in k}
-    lstm.load_state_dict(state)
-    with torch.no_grad():
-        for name, p in peep.named_parameters():
-            if "weight_c" in name:
-                p.zero_()
-    x = torch.randn(B, T, I)
-    torch.testing.assert_close(peep(x)[0], lstm(x)[0])
-    with torch.no_grad():
-        peep.cells[0].weight_cf.fill_(0.5)
-    assert not torch.allclose(peep(x)[0], lstm(x)[0])  # the peepholes do act
+def test_peephole_gates_see_previous_cell_and_output_gate_sees_new_cell():
+    """One step computed by hand: i, f read c_{t-1}; o reads c_t (Gers & Schmidhuber 2000)."""
+    cell = PeepholeLSTMCell(I, H).double()
+    x = torch.randn(B, I, dtype=torch.float64)
+    h0 = torch.randn(B, H, dtype=torch.float64)
+    c0 = torch.randn(B, H, dtype=torch.float64)
+    gates = x @ cell.weight_ih.T + cell.bias_ih + h0 @ cell.weight_hh.T + cell.bias_hh
+    a_i, a_f, a_g, a_o = gates.detach().split(H, dim=1)
+    i = torch.sigmoid(a_i + cell.weight_ci.detach() * c0)
+    f = torch.sigmoid(a_f + cell.weight_cf.detach() * c0)
+    c1 = f * c0 + i * torch.tanh(a_g)
+    o = torch.sigmoid(a_o + cell.weight_co.detach() * c1)
+    h1, c1_cell = cell(x, (h0, c0))
+    torch.testing.assert_close(c1_cell, c1)
+    torch.testing.assert_close(h1, o * torch.tanh(c1))
+    # a gate wired to c_{t-1} instead of c_t would give a different h
+    o_wrong = torch.sigmoid(a_o + cell.weight_co.detach() * c0)
+    assert not torch.allclose(h1, o_wrong * torch.tanh(c1))
 
 
-def test_peephole_gradcheck():
-    layer = RNN("peephole_lstm", 2, 3, 1, backend="scratch").double()
+def test_peephole_lstm_gradcheck():
+    rnn = RNN("peephole_lstm", 2, 3, num_layers=2, bidirectional=True).double()
+    names = [name for name, _ in rnn.named_parameters()]
+    params = [p.detach().clone().requires_grad_() for p in rnn.parameters()]
     x = torch.randn(2, 3, 2, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda inp: layer(inp)[0], (x,))
+    c0 = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([3, 2])
+
+    def run(x, c0, *params):
+        h0 = torch.zeros_like(c0)
+        output, (h, c) = torch.func.functional_call(
+            rnn, dict(zip(names, params, strict=True)), (x, (h0, c0)), {"lengths": lengths}
+        )
+        return output, h, c
+
+    assert torch.autograd.gradcheck(run, (x, c0, *params))
 
 
-def test_peephole_has_no_fused_backend():
+@pytest.mark.parametrize("backend", ["scratch", "fused"])
+def test_dropout_only_between_layers(backend):
+    x = torch.randn(B, T, I)
+    one_layer = RNN("lstm", I, H, num_layers=1, dropout=0.5, backend=backend).train()
+    out_train, _ = one_layer(x)
+    out_eval, _ = one_layer.eval()(x)
+    torch.testing.assert_close(out_train, out_eval)  # nothing after the last layer
+
+    two_layers = RNN("lstm", I, H, num_layers=2, dropout=0.5, backend=backend).train()
+    out_train, _ = two_layers(x)
+    out_eval, _ = two_layers.eval()(x)
+    assert not torch.allclose(out_train, out_eval, atol=1e-3)
+    torch.testing.assert_close(two_layers(x)[0], out_eval)  # eval is deterministic
+
+
+def test_invalid_arguments_fail_with_clear_messages():
     with pytest.raises(ValueError, match="no fused backend"):
         RNN("peephole_lstm", I, H, backend="fused")
-
-
-@pytest.mark.parametrize("cell", CELL_NAMES)
-def test_shapes_and_dropout_between_layers(cell):
-    layer = RNN(cell, I, H, 3, dropout=0.5, bidirectional=True, backend="scratch")
-    out, state = layer(torch.randn(B, T, I))
-    assert out.shape == (B, T, 2 * H)
-    for s in as_tuple(state):
-        assert s.shape == (3 * 2, B, H)
-    layer.eval()
-    x = torch.randn(B, T, I)
-    assert torch.equal(layer(x)[0], layer(x)[0])  # no dropout in eval mode
-
-
-def test_bad_inputs_are_reported():
-    layer = RNN("lstm", I, H, 2)
-    with pytest.raises(ValueError, match=r"expected input of shape \(B, T, 5\)"):
-        layer(torch.randn(B, T, I + 1))
-    with pytest.raises(ValueError, match="tuple"):
-        layer(torch.randn(B, T, I), torch.zeros(2, B, H))
+    with pytest.raises(ValueError, match="unknown cell 'lstmm'"):
+        RNN("lstmm", I, H)
     with pytest.raises(ValueError, match="unknown cell"):
-        RNN("lstn", I, H)
+        make_cell("elman", I, H)
+    peephole = RNN("peephole_lstm", I, H)
+    with pytest.raises(ValueError, match="peephole"):
+        peephole.to_backend("fused")
+    lstm = RNN("lstm", I, H, num_layers=2)
+    x = torch.randn(B, T, I)
+    with pytest.raises(ValueError, match=r"tuple \(h, c\)"):
+        lstm(x, torch.zeros(2, B, H))
+    with pytest.raises(ValueError, match="lengths must lie in"):
+        lstm(x, lengths=torch.tensor([T, 0, 1]))
+    with pytest.raises(ValueError, match="expected input of shape"):
+        lstm(torch.randn(B, T, I + 1))
+    with pytest.raises(ValueError, match="missing"):
+        fused_to_scratch_state_dict(lstm.state_dict(), 2, False)

@@ -98,6 +98,19 @@ class RNNLMConfig(Strict):
     dropout: Probability = 0.0
     tie_weights: bool = False
 
+    @model_validator(mode="after")
+    def _consistent(self) -> RNNLMConfig:
+        if self.cell == "peephole_lstm" and self.backend == "fused":
+            raise ValueError(
+                "cell peephole_lstm has no fused backend (nn.LSTM has no peepholes); set backend: scratch"
+            )
+        if self.tie_weights and self.embed_dim != self.hidden_size:
+            raise ValueError(
+                f"tie_weights needs embed_dim == hidden_size (> 0), got embed_dim={self.embed_dim}, "
+                f"hidden_size={self.hidden_size}"
+            )
+        return self
+
 
 class TransformerLMConfig(Strict):
     """Decoder-only Transformer language model (causal self-attention)."""

@@ -100,9 +100,10 @@ def plot_gradient_norms(
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for cell, norms in results.items():
+    linestyles = ("-", "--", "-.", ":")  # lines that overlap (lstm, peephole_lstm) stay visible
+    for i, (cell, norms) in enumerate(results.items()):
         steps = range(1, len(norms) + 1)
-        ax.semilogy(steps, norms, label=cell, linewidth=1.8)
+        ax.semilogy(steps, norms, label=cell, linewidth=1.8, linestyle=linestyles[i % 4])
     seq_len = max((len(norms) for norms in results.values()), default=0)
     ax.set_xlabel("time step k")
     ax.set_ylabel(r"$\|\partial L_T / \partial h_k\|$ (log scale)")
