@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from seqlab.config import RNNLMConfig
 from seqlab.errors import ConfigError
 from seqlab.rnn import RNN, State
+from seqlab.sampling import next_token
 
 
 class RNNLanguageModel(nn.Module):
@@ -98,24 +99,6 @@ class RNNLanguageModel(nn.Module):
         return logits, state
 
 
-def _next_token(
-    logits: Tensor, strategy: str, temperature: float, top_k: int, generator: torch.Generator | None
-) -> int:
-    """Pick one token from the logits of one position.
-
-    Shape:
-        logits: (V,).
-    """
-    if strategy == "greedy":
-        return int(logits.argmax())
-    logits = logits / temperature  # (V,)
-    if 0 < top_k < logits.numel():
-        kth_largest = logits.topk(top_k).values[-1]  # ()
-        logits = logits.masked_fill(logits < kth_largest, float("-inf"))  # (V,)
-    probs = torch.softmax(logits.float(), dim=-1)  # (V,)
-    return int(torch.multinomial(probs, 1, generator=generator))
-
-
 @torch.no_grad()
 def generate(
     model: RNNLanguageModel,
@@ -157,7 +140,7 @@ def generate(
         logits, state = model(prefix)  # (1, T, V)
         new_ids: list[int] = []
         for i in range(num_tokens):
-            token = _next_token(logits[0, -1], strategy, temperature, top_k, generator)
+            token = int(next_token(logits[:, -1], strategy, temperature, top_k, generator))
             new_ids.append(token)
             if i + 1 < num_tokens:  # the last token's logits are not needed
                 step = torch.tensor([[token]], dtype=torch.long, device=device)  # (1, 1)

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.config import TransformerLMConfig
+from seqlab.sampling import next_token
 from seqlab.transformer import Decoder, DecoderCache
 
 
@@ -65,24 +66,6 @@ class TransformerLanguageModel(nn.Module):
         return self.head(out.hidden), out.cache  # (B, T, V)
 
 
-def _next_token(
-    logits: Tensor,
-    strategy: Literal["greedy", "sample"],
-    temperature: float,
-    top_k: int,
-    generator: torch.Generator | None,
-) -> Tensor:
-    """Pick one token per row from last-position logits ``(B, V)`` -> ``(B,)``."""
-    if strategy == "greedy":
-        return logits.argmax(dim=-1)  # (B,)
-    logits = logits.float() / temperature  # (B, V)
-    if top_k > 0:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))  # (B, V)
-    probs = torch.softmax(logits, dim=-1)  # (B, V)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
-
-
 @torch.no_grad()
 def generate(
     model: TransformerLanguageModel,
@@ -131,7 +114,7 @@ def generate(
     try:
         logits, cache = model(tokens[:, -window:], model.init_cache(tokens.shape[0]))  # (B, P, V)
         for step in range(num_tokens):
-            nxt = _next_token(logits[:, -1], strategy, temperature, top_k, generator)  # (B,)
+            nxt = next_token(logits[:, -1], strategy, temperature, top_k, generator)  # (B,)
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)  # (B, P + step + 1)
             if step == num_tokens - 1:
                 break

@@ -17,12 +17,12 @@ Percentiles are observed values (``numpy``'s ``inverted_cdf``): p50, p90, p95, p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from seqlab.data import registry
+from seqlab.data.lm_corpus import read_text
 from seqlab.data.parallel import load_translation_splits
 from seqlab.data.tokenizers import Tokenizer
 from seqlab.data.translation_batching import (
@@ -102,18 +102,6 @@ def translation_stats(
             padding[label] = {"tgt": ratio["tgt"], "src": ratio["src"], "batches": ratio["batches"]}
         out["padding"] = padding
     return out
-
-
-def read_text(path: str | Path) -> str:
-    """A UTF-8 file's text; :class:`DataError` naming ``file:line`` of an undecodable byte."""
-    raw = Path(path).read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(
-            f"{path}:{line}: not valid UTF-8 ({exc.reason}); expected UTF-8 text"
-        ) from None
 
 
 def lm_stats(name: str) -> dict[str, Any]:

@@ -1,0 +1,26 @@
+"""Choosing the next token from a language model's logits: greedy, temperature, top-k."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+
+def next_token(
+    logits: Tensor,
+    strategy: Literal["greedy", "sample"],
+    temperature: float,
+    top_k: int,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """Pick one token per row from last-position logits ``(B, V)`` -> ``(B,)``."""
+    if strategy == "greedy":
+        return logits.argmax(dim=-1)  # (B,)
+    logits = logits.float() / temperature  # (B, V)
+    if top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))  # (B, V)
+    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
