@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from seqlab.config import TransformerConfig
-from seqlab.data.translation_batching import BOS, EOS, PAD, Batch
+from seqlab.data.translation_batching import PAD, Batch
 from seqlab.transformer_seq2seq import TransformerSeq2Seq
+from translation_helpers import random_translation_batch
 
 SRC_V, TGT_V, D, HEADS = 13, 11, 16, 4
 
@@ -27,21 +28,7 @@ def make_model(norm="post", share=False, tie=True, dropout=0.0, src_v=SRC_V, tgt
 
 
 def make_batch(b=4, s=7, t=6, seed=0):
-    """Random padded batch: source ``x <eos>``, target ``<bos> y`` / ``y <eos>``."""
-    g = torch.Generator().manual_seed(seed)
-    src_len = torch.randint(2, s + 1, (b,), generator=g)
-    src_len[0] = s
-    tgt_len = torch.randint(2, t + 1, (b,), generator=g)
-    tgt_len[-1] = t
-    src = torch.randint(4, SRC_V, (b, s), generator=g)
-    y = torch.randint(4, TGT_V, (b, t), generator=g)
-    tgt_in = torch.cat([torch.full((b, 1), BOS), y[:, :-1]], dim=1)
-    tgt_out = y.clone()
-    for i in range(b):
-        src[i, src_len[i] - 1], src[i, src_len[i] :] = EOS, PAD
-        tgt_out[i, tgt_len[i] - 1], tgt_out[i, tgt_len[i] :] = EOS, PAD
-        tgt_in[i, tgt_len[i] :] = PAD
-    return Batch(src, src_len, tgt_in, tgt_out, tgt_len, torch.arange(b))
+    return random_translation_batch(SRC_V, TGT_V, b, s, t, seed)
 
 
 NORMS = pytest.mark.parametrize("norm", ["post", "pre"])
