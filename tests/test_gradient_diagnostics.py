@@ -78,3 +78,11 @@ def test_plot_accepts_any_mapping_of_curves(tmp_path):
     path = tmp_path / "sub" / "curves.png"
     plot_gradient_norms({"a": [1.0, 0.1, 0.01], "b": [1.0, 0.5, 0.25]}, path, title="t")
     assert path.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_large_recurrent_weights_make_plain_rnn_gradients_explode():
+    # ‖∂h_t/∂h_{t-1}‖ ≤ ‖diag(φ')‖ ‖W_h‖: scaling W_h up turns vanishing into exploding
+    relu = measure_gradient_norms("rnn_relu", seq_len=30, hidden_size=32, recurrent_scale=4.0)
+    lstm = measure_gradient_norms("lstm", seq_len=30, hidden_size=32, recurrent_scale=4.0)
+    assert relu[0] / relu[-1] > 1e3
+    assert lstm[0] / lstm[-1] < relu[0] / relu[-1] / 1e3

@@ -265,13 +265,14 @@ def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
         out_dir=args.out,
         seed=args.seed,
         gate_bias=args.gate_bias,
+        recurrent_scale=args.recurrent_scale,
     )
     ratios = {cell: values[0] / values[-1] for cell, values in norms.items()}
     if args.json:
         print(json.dumps({"out": args.out, "norms": norms, "ratio_first_to_last": ratios}))
     else:
         print(
-            f"||dL_T/dh_1|| / ||dL_T/dh_T|| over T={args.seq_len} steps (smaller: gradients vanish faster)"
+            f"||dL_T/dh_1|| / ||dL_T/dh_T|| over T={args.seq_len} steps (<< 1: vanishing, >> 1: exploding)"
         )
         for cell, r in ratios.items():
             print(f"  {cell:14s} {r:.2e}")
@@ -426,6 +427,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden-size", type=int, default=64)
     p.add_argument(
         "--gate-bias", type=float, default=1.0, help="initial forget/update-gate bias (gated cells)"
+    )
+    p.add_argument(
+        "--recurrent-scale",
+        type=float,
+        default=1.0,
+        help="multiply W_h: e.g. 4 with rnn_relu explodes",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/gradients", metavar="DIR")

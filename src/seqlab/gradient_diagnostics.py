@@ -35,6 +35,7 @@ def measure_gradient_norms(
     batch_size: int = 8,
     gate_bias: float = 1.0,
     seed: int = 0,
+    recurrent_scale: float = 1.0,
 ) -> list[float]:
     """‖∂L_T/∂h_k‖ for k = 1..T, for a one-layer network of ``cell`` at initialisation.
 
@@ -54,6 +55,9 @@ def measure_gradient_norms(
             update gate z (same role: h_t = (1 − z_t) ⊙ n_t + z_t ⊙ h_{t-1}). 0 is PyTorch's
             plain init, where gated cells vanish too, only more slowly. Unused by plain RNNs.
         seed: seeds the data and the weights.
+        recurrent_scale: multiplies the recurrent weights W_h after init. ‖∂h_t/∂h_{t-1}‖ is
+            bounded by ‖diag(φ')‖·‖W_h‖ (the lecture's bound), so a large scale makes a plain RNN's
+            gradients explode (with ReLU) instead of vanish.
 
     Returns:
         T floats, element k-1 being ‖∂L_T/∂h_k‖.
@@ -66,6 +70,8 @@ def measure_gradient_norms(
         torch.manual_seed(seed)
         rnn_cell = make_cell(cell, input_size, hidden_size).double()
     _set_gate_bias(rnn_cell, gate_bias)
+    with torch.no_grad():
+        rnn_cell.weight_hh.mul_(recurrent_scale)
 
     state = rnn_cell.zero_state(batch_size, dtype=torch.float64)  # (h,) or (h, c), each (B, H)
     xw = rnn_cell.project_inputs(x)  # (B, T, G*H)
@@ -125,6 +131,7 @@ def run_gradient_diagnosis(
     out_dir: str | Path = "runs/gradients",
     seed: int = 0,
     gate_bias: float = 1.0,
+    recurrent_scale: float = 1.0,
 ) -> dict[str, list[float]]:
     """Measure every cell on the same data; write ``gradients.json`` and ``gradients.png``.
 
@@ -134,7 +141,12 @@ def run_gradient_diagnosis(
     out_dir = Path(out_dir)
     norms = {
         cell: measure_gradient_norms(
-            cell, seq_len=seq_len, hidden_size=hidden_size, gate_bias=gate_bias, seed=seed
+            cell,
+            seq_len=seq_len,
+            hidden_size=hidden_size,
+            gate_bias=gate_bias,
+            seed=seed,
+            recurrent_scale=recurrent_scale,
         )
         for cell in cells
     }
@@ -143,6 +155,7 @@ def run_gradient_diagnosis(
         "hidden_size": hidden_size,
         "seed": seed,
         "gate_bias": gate_bias,
+        "recurrent_scale": recurrent_scale,
         "loss": "last step only: L_T",
         "norms": norms,
         "ratio_first_to_last": {cell: values[0] / values[-1] for cell, values in norms.items()},
@@ -151,7 +164,8 @@ def run_gradient_diagnosis(
     plot_gradient_norms(
         norms,
         out_dir / "gradients.png",
-        title=f"‖∂L_T/∂h_k‖, T = {seq_len}, H = {hidden_size} (vanishing gradients)",
+        title=f"‖∂L_T/∂h_k‖, T = {seq_len}, H = {hidden_size}"
+        + (f", W_h × {recurrent_scale:g}" if recurrent_scale != 1.0 else ""),
     )
     return norms
 
