@@ -19,6 +19,10 @@ BENCHMARKS = [
         "Tiny Shakespeare Transformer vs nanoGPT reference, same wall clock",
         ["shakespeare_transformer.py"],
     ),
+    (
+        "Multi30k en→de Transformer: training vs nn.Transformer reference; cached vs recomputed greedy decoding",
+        ["translation_speed.py"],
+    ),
 ]
 
 

@@ -126,6 +126,19 @@ def test_fused_and_explicit_dot_product_attention_agree(kind):
     assert (w.masked_select(~full.expand_as(w)) == 0).all()
 
 
+@pytest.mark.parametrize("kind", ["none", "padding", "causal_padding"])
+def test_single_query_decoding_path_matches_the_reference(kind):
+    """One query (a decoding step) takes the explicit K·qᵀ path; outputs as the textbook."""
+    q, k, v = torch.randn(B, H, 1, D), torch.randn(B, H, TK, D), torch.randn(B, H, TK, 5)
+    mask, is_causal = _mask(kind)
+    out, none = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
+    assert none is None and out.shape == (B, H, 1, 5)
+    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool)
+    torch.testing.assert_close(out, _reference_attention(q, k, v, full), atol=1e-5, rtol=0)
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(out, fused, atol=1e-5, rtol=0)
+
+
 def test_fused_path_gradient_is_finite_with_fully_masked_rows():
     q = torch.randn(B, H, TQ, D, requires_grad=True)
     k, v = torch.randn(B, H, TK, D), torch.randn(B, H, TK, D)

@@ -136,7 +136,9 @@ def scaled_dot_product_attention(
             causal = causal_mask(num_q, num_k, device=query.device)  # (Tq, Tk)
             mask = causal if mask is None else mask & causal
         is_causal = False
-    if not need_weights:
+    # one query (a decoding step): the fused kernel's setup costs more than the product itself
+    explicit = need_weights or (num_q == 1 and dropout_p == 0.0)
+    if not explicit:
         if mask is None:
             out = F.scaled_dot_product_attention(
                 query, key, value, dropout_p=dropout_p, is_causal=is_causal
@@ -147,10 +149,14 @@ def scaled_dot_product_attention(
             query, key, value, attn_mask=mask | ~any_key, dropout_p=dropout_p
         )  # (..., Tq, d_v)
         return out.masked_fill(~any_key, 0.0), None
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., Tq, Tk)
+    if num_q == 1:  # K q^T reads the keys as stored; q K^T would copy them transposed
+        scores = (key @ query.transpose(-2, -1)).transpose(-2, -1)  # (..., 1, Tk)
+    else:
+        scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
+    scores = scores / math.sqrt(query.shape[-1])
     weights = masked_softmax(scores, mask)  # (..., Tq, Tk)
     out = F.dropout(weights, dropout_p) @ value  # (..., Tq, d_v)
-    return out, weights
+    return out, (weights if need_weights else None)
 
 
 class AdditiveAttention(nn.Module):
@@ -269,8 +275,8 @@ class MultiHeadAttention(nn.Module):
         """
         w_k, b_k = self._block(1)
         w_v, b_v = self._block(2)
-        k = self._split(F.linear(key, w_k, b_k))  # (B, h, Tk, d_k)
-        v = self._split(F.linear(value, w_v, b_v))  # (B, h, Tk, d_k)
+        k = self._split(F.linear(key, w_k, b_k)).contiguous()  # (B, h, Tk, d_k)
+        v = self._split(F.linear(value, w_v, b_v)).contiguous()  # (B, h, Tk, d_k)
         return KVCache(k, v)
 
     def attend(

@@ -119,11 +119,16 @@ def _predict(
     prefix: Tensor,
     use_cache: bool,
     need_attention: bool,
-) -> tuple[Tensor, Any, Tensor | None]:
-    """Log-probabilities of the next token of every row, from the state or the whole prefix.
+) -> tuple[Tensor, Tensor, Any, Tensor | None]:
+    """Next-token scores of every row, from the state or the whole prefix.
+
+    Returns the logits with the never-output tokens at -inf and each row's log normaliser
+    (logsumexp of the model's logits), so log p = logits - log_norm. Keeping them apart spares
+    greedy search a full ``(R, V)`` subtraction per step.
 
     Shape:
-        prefix ``(R, 1 + t)`` (``<bos>`` and t tokens) -> ``(R, V)``, state, attention ``(R, S)``.
+        prefix ``(R, 1 + t)`` (``<bos>`` and t tokens) -> logits ``(R, V)``, log_norm ``(R, 1)``,
+        state, attention ``(R, S)``.
     """
     if use_cache:
         logits, state, attn = model.decode_step(
@@ -132,9 +137,10 @@ def _predict(
     else:
         logits, attn = model.decode(memory, prefix, need_attention=need_attention)  # (R, 1+t, V)
         logits, attn = logits[:, -1], (None if attn is None else attn[:, -1])  # (R, V), (R, S)
-    logp = torch.log_softmax(logits.float(), dim=-1)  # (R, V)
-    logp[:, _NEVER_OUTPUT] = -math.inf  # the model's probabilities, not renormalised
-    return logp, state, attn  # (R, V)
+    logits = logits.float()  # (R, V)
+    log_norm = logits.logsumexp(dim=-1, keepdim=True)  # (R, 1)
+    logits[:, _NEVER_OUTPUT] = -math.inf  # the model's probabilities, not renormalised
+    return logits, log_norm, state, attn
 
 
 def _append_attention(history: Tensor | None, attn: Tensor | None) -> Tensor | None:
@@ -183,10 +189,12 @@ def greedy_search(
         history: Tensor | None = None  # (R, t, S)
         results: list[Hypothesis | None] = [None] * num
         for t in range(int(limits.max()) + 1):
-            logp, state, attn = _predict(model, memory, state, prefix, use_cache, need_attention)
-            best = logp.argmax(dim=-1)  # (R,)
+            logits, log_norm, state, attn = _predict(
+                model, memory, state, prefix, use_cache, need_attention
+            )  # (R, V), (R, 1)
+            best = logits.argmax(dim=-1)  # (R,)
             best = best.masked_fill((limits[sent] <= t) | ~alive, EOS)  # (R,)
-            log_prob += logp.gather(1, best[:, None]).squeeze(1)  # (R,)
+            log_prob += (logits.gather(1, best[:, None]) - log_norm).squeeze(1)  # (R,)
             prefix = torch.cat([prefix, best[:, None]], dim=1)  # (R, 2 + t)
             history = _append_attention(history, attn) if need_attention else None
             ended = alive & (best == EOS)  # (R,)
@@ -267,7 +275,10 @@ def beam_search(
         finished: list[list[Hypothesis]] = [[] for _ in range(num)]
         for t in range(int(limits.max()) + 1):
             n = sent.shape[0]
-            logp, state, attn = _predict(model, memory, state, prefix, use_cache, need_attention)
+            logits, log_norm, state, attn = _predict(
+                model, memory, state, prefix, use_cache, need_attention
+            )
+            logp = logits - log_norm  # (B·K, V)
             vocab = logp.shape[-1]
             logp = logp.view(n, k, vocab)  # (B, K, V)
             at_limit = limits[sent] <= t  # (B,)
