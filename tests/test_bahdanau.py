@@ -6,8 +6,8 @@ from torch import nn
 
 from seqlab.bahdanau import Bahdanau
 from seqlab.config import BahdanauConfig
-from seqlab.data.translation_batching import PAD, Batch
-from translation_helpers import random_translation_batch
+from seqlab.data.translation_batching import PAD
+from translation_helpers import check_loss_ignores_padding, random_translation_batch
 
 SRC_V, TGT_V, E, H = 13, 11, 8, 12
 
@@ -139,21 +139,7 @@ def test_reorder_selects_rows():
 
 def test_loss_ignores_padding_and_label_smoothing_changes_it():
     model, batch = make_model(), make_batch()
-    loss, num_tokens = model.loss(batch)
-    assert num_tokens == int(batch.tgt_len.sum())
-    pad = torch.arange(6)[None, :] >= batch.tgt_len[:, None]
-    noisy = Batch(
-        batch.src,
-        batch.src_len,
-        batch.tgt_in.masked_fill(pad, 7),
-        batch.tgt_out.masked_fill(pad, 5),
-        batch.tgt_len,
-        batch.indices,
-    )
-    torch.testing.assert_close(model.loss(noisy)[0], loss)
-    logp = model(batch.src, batch.src_len, batch.tgt_in).log_softmax(-1)
-    uniform = -logp.mean(-1)[~pad].mean()
-    torch.testing.assert_close(model.loss(batch, 0.2)[0], 0.8 * loss + 0.2 * uniform)
+    check_loss_ignores_padding(model, batch, label_smoothing=0.2)
 
 
 @LAYERS

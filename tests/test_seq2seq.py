@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 
 from seqlab.config import Seq2SeqConfig
-from seqlab.data.translation_batching import PAD, Batch
+from seqlab.data.translation_batching import PAD
 from seqlab.seq2seq import Seq2Seq, masked_cross_entropy
-from translation_helpers import random_translation_batch
+from translation_helpers import check_loss_ignores_padding, random_translation_batch
 
 SRC_V, TGT_V, E, H = 13, 11, 8, 12
 
@@ -86,19 +86,7 @@ def test_reorder_selects_rows():
 
 def test_loss_ignores_padding_and_counts_real_tokens():
     model, batch = make_model(), make_batch()
-    loss, num_tokens = model.loss(batch)
-    assert num_tokens == int(batch.tgt_len.sum())
-    pad = torch.arange(6)[None, :] >= batch.tgt_len[:, None]
-    assert pad.any()
-    noisy = Batch(
-        batch.src,
-        batch.src_len,
-        batch.tgt_in.masked_fill(pad, 7),  # decoder inputs after the end
-        batch.tgt_out.masked_fill(pad, 5),  # labels after the end
-        batch.tgt_len,
-        batch.indices,
-    )
-    torch.testing.assert_close(model.loss(noisy)[0], loss)
+    check_loss_ignores_padding(model, batch)
 
 
 def test_masked_cross_entropy_ignores_logits_after_length():

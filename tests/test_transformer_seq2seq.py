@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from seqlab.config import TransformerConfig
-from seqlab.data.translation_batching import PAD, Batch
+from seqlab.data.translation_batching import PAD
 from seqlab.transformer_seq2seq import TransformerSeq2Seq
-from translation_helpers import random_translation_batch
+from translation_helpers import check_loss_ignores_padding, random_translation_batch
 
 SRC_V, TGT_V, D, HEADS = 13, 11, 16, 4
 
@@ -130,21 +130,7 @@ def test_shared_embeddings_and_tied_output():
 
 def test_loss_ignores_padding_and_label_smoothing_changes_it():
     model, batch = make_model(), make_batch()
-    loss, num_tokens = model.loss(batch)
-    assert num_tokens == int(batch.tgt_len.sum())
-    pad = torch.arange(6)[None, :] >= batch.tgt_len[:, None]
-    noisy = Batch(
-        batch.src,
-        batch.src_len,
-        batch.tgt_in.masked_fill(pad, 7),
-        batch.tgt_out.masked_fill(pad, 5),
-        batch.tgt_len,
-        batch.indices,
-    )
-    torch.testing.assert_close(model.loss(noisy)[0], loss)
-    logp = model(batch.src, batch.src_len, batch.tgt_in).log_softmax(-1)
-    uniform = -logp.mean(-1)[~pad].mean()
-    torch.testing.assert_close(model.loss(batch, 0.1)[0], 0.9 * loss + 0.1 * uniform)
+    check_loss_ignores_padding(model, batch, label_smoothing=0.1)
 
 
 def test_every_parameter_gets_a_gradient():
