@@ -52,6 +52,7 @@ from seqlab.experiment import load_run
 from seqlab.optim import build_optimizer
 from seqlab.positional_encoding import sinusoidal_table
 from seqlab.search import greedy_search
+from seqlab.transformer_seq2seq import TransformerSeq2Seq
 from seqlab.translation import build_translation_experiment, encode_sources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,18 +135,19 @@ class UncachedDecoding(nn.Module):
 
 
 class TracedDecoding(nn.Module):
-    """Passes everything to the model and records, per ``decode_step``: rows, positions already
-    decoded and source length ``(R, P, S)``, from which :func:`decoding_flops` counts work."""
+    """Passes everything to the model and records the shape of every source batch and, per
+    ``decode_step``, rows, positions already decoded and source length ``(R, P, S)``: what
+    :func:`decoding_flops` counts work from."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
         self.max_decode_len = model.max_decode_len
         self.steps: list[tuple[int, int, int]] = []
-        self.source_tokens = 0  # padded source positions encoded
+        self.batches: list[tuple[int, int]] = []  # (B, S) of every source batch encoded
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor):
-        self.source_tokens += src.numel()
+        self.batches.append((src.shape[0], src.shape[1]))
         return self.model.encode(src, src_len)
 
     def init_state(self, memory):
@@ -164,7 +166,7 @@ class TracedDecoding(nn.Module):
 
 def decoding_flops(
     steps: list[tuple[int, int, int]],
-    source_tokens: int,
+    batches: list[tuple[int, int]],
     *,
     d: int,
     d_ff: int,
@@ -174,17 +176,20 @@ def decoding_flops(
 ) -> dict[str, float]:
     """Matrix-product FLOPs (2 per multiply-add) of each decoding variant for the same steps.
 
-    ``steps`` holds ``(R, P, S)`` per step (rows, positions decoded before it, source length);
-    the encoder's attention is counted at the longest source length of the run's batches, an
-    upper bound shared by every variant. Per position and decoder layer: self-attention
+    ``steps`` holds ``(R, P, S)`` per step (rows, positions decoded before it, source length),
+    ``batches`` ``(B, S)`` per encoded source batch (padded positions count: they are computed).
+    Per source position and encoder layer: projections 4d², FFN 2·d·d_ff, attention over S keys.
+    Per position and decoder layer: self-attention
     projections 4d², cross-attention query/output 2d², FFN 2·d·d_ff; attention scores and sums
     2·2·d per key; cross-attention keys/values 2d² per source position (once per sentence with
     the cache and for ``prefix_recomputed``, every step for ``no_cache``); output layer d·V per
     position that goes through it.
     """
     per_pos = 2 * (6 * d * d + 2 * d * d_ff)  # one decoder layer, projections and FFN
-    s_max = max((s for _, _, s in steps), default=0)
-    encoder = source_tokens * encoder_layers * (2 * (4 * d * d + 2 * d * d_ff) + 4 * s_max * d)
+    encoder = sum(
+        b * s * encoder_layers * (2 * (4 * d * d + 2 * d * d_ff) + 4 * s * d) for b, s in batches
+    )
+    source_tokens = sum(b * s for b, s in batches)
     cross_kv = source_tokens * decoder_layers * 2 * 2 * d * d  # projected once per sentence
     out = {"cached": 0.0, "prefix_recomputed": 0.0, "no_cache": 0.0, "no_cache_last_position": 0}
     for r, p, s in steps:
@@ -198,7 +203,8 @@ def decoding_flops(
         out["no_cache"] += prefix + reproject + r * n * 2 * d * vocab
         out["no_cache_last_position"] += prefix + reproject + r * 2 * d * vocab
     shared = {"cached": cross_kv, "prefix_recomputed": cross_kv}
-    return {k: encoder + shared.get(k, 0) + v for k, v in out.items()}
+    totals = {k: encoder + shared.get(k, 0) + v for k, v in out.items()}
+    return {**totals, "encoder": encoder}
 
 
 def training_throughput(steps: int, config: Path) -> dict:
@@ -272,6 +278,11 @@ def decoding_speed(
         cfg = load_config(config)
         exp = build_translation_experiment(cfg)
         model = exp.model
+    if not isinstance(model, TransformerSeq2Seq):
+        raise SystemExit(
+            f"--checkpoint {checkpoint}: a {type(model).__name__} run; the decoding benchmark "
+            "needs a Transformer translation run (configs/multi30k-en-de-transformer.yaml)"
+        )
     model.eval()
     sources = [s for s, _ in exp.splits["val"]][:limit]
     ids, _ = encode_sources(sources, exp.vocabs, cfg.data.max_len)
@@ -309,7 +320,7 @@ def decoding_speed(
     m = cfg.model
     flops = decoding_flops(
         traced.steps,
-        traced.source_tokens,
+        traced.batches,
         d=m.d_model,
         d_ff=m.d_ff,
         vocab=model.output.out_features,
@@ -324,6 +335,7 @@ def decoding_speed(
         "seconds": times,
         "ratios": {k: times[k] / times["cached"] for k in references},
         "gflop": {k: v / 1e9 for k, v in flops.items()},
+        "encoder_share_of_cached_flops": flops["encoder"] / flops["cached"],
         "flop_ratios": {k: flops[k] / flops["cached"] for k in references},
         "gflop_per_s": {k: flops[k] / 1e9 / times[k] for k in variants},
         "identical_outputs": all(o == outputs["cached"] for o in outputs.values()),
@@ -365,7 +377,8 @@ def main() -> None:
     sec, ratio, flop = d["seconds"], d["ratios"], d["flop_ratios"]
     print(
         f"greedy decoding of {d['sentences']} sentences: cached {sec['cached']:.1f} s; "
-        f"identical outputs: {d['identical_outputs']} (goal >= 5x)"
+        f"identical outputs: {d['identical_outputs']} (goal >= 5x); the encoder is "
+        f"{d['encoder_share_of_cached_flops']:.0%} of the cached run's FLOPs"
     )
     for name in ratio:
         print(

@@ -40,7 +40,7 @@ def test_every_variant_decodes_like_the_cache_and_the_trace_counts_its_steps(mod
         found = greedy_search(variant, batch.src, batch.src_len, max_len_b=6, use_cache=False)
         assert [h.tokens for h in found] == [h.tokens for h in cached]
         assert [h.score for h in found] == pytest.approx([h.score for h in cached], abs=1e-5)
-    assert traced.source_tokens == batch.src.numel()
+    assert traced.batches == [tuple(batch.src.shape)]
     rows, done, source = zip(*traced.steps, strict=True)
     assert list(done) == list(range(len(traced.steps)))  # one position more per step
     assert rows[0] == 6 and set(source) == {9}
@@ -49,20 +49,21 @@ def test_every_variant_decodes_like_the_cache_and_the_trace_counts_its_steps(mod
 
 def test_flops_of_one_step_agree_and_the_gap_grows_with_the_prefix():
     d, ff, v, layers = SIZES["d"], SIZES["d_ff"], SIZES["vocab"], SIZES["decoder_layers"]
-    one = bench.decoding_flops([(3, 0, 5)], 15, **SIZES)
+    one = bench.decoding_flops([(3, 0, 5)], [(3, 5)], **SIZES)
     # a first step recomputes nothing: the prefix is the one new position, and projecting
     # the encoder output at that step costs what projecting it once does
+    encoder = one.pop("encoder")
     assert len(set(one.values())) == 1
     # by hand: encoder, cross-attention keys/values, then per row layer projections + FFN,
     # attention over 1 + 5 keys, output layer
-    encoder = 15 * SIZES["encoder_layers"] * (2 * (4 * d * d + 2 * d * ff) + 4 * 5 * d)
+    assert encoder == 15 * SIZES["encoder_layers"] * (2 * (4 * d * d + 2 * d * ff) + 4 * 5 * d)
     step = 3 * (layers * (2 * (6 * d * d + 2 * d * ff) + 4 * d * 6) + 2 * d * v)
     assert one["cached"] == encoder + 15 * layers * 4 * d * d + step
 
-    ten = bench.decoding_flops([(3, p, 5) for p in range(10)], 15, **SIZES)
+    ten = bench.decoding_flops([(3, p, 5) for p in range(10)], [(3, 5)], **SIZES)
     # no cache projects the encoder output again at each of the 10 steps, not once
     assert ten["no_cache"] - ten["prefix_recomputed"] == (10 - 1) * 15 * layers * 4 * d * d
-    five = bench.decoding_flops([(3, p, 5) for p in range(5)], 15, **SIZES)
+    five = bench.decoding_flops([(3, p, 5) for p in range(5)], [(3, 5)], **SIZES)
     for name in ("prefix_recomputed", "no_cache", "no_cache_last_position"):
         assert ten[name] / ten["cached"] > five[name] / five["cached"] > 1
     assert ten["no_cache_last_position"] < ten["no_cache"]
