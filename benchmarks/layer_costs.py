@@ -2,7 +2,7 @@
 
 Runs ``seqlab bench layers --out benchmarks/results`` (same options), which writes
 ``layer_costs.json`` and ``layer_costs.png`` (log–log, fitted slopes, O(n) and O(n²) guides) and
-prints a table; see :mod:`seqlab.layer_costs` for the method. One thread by default: the slopes
+prints a table; see :mod:`seqlab.analysis.layer_costs` for the method. One thread by default: the slopes
 then reflect the work, not how well each kernel parallelises, and a process on a shared machine's
 other core disturbs the timings far less (with two threads and a busy second core, waits between
 threads made some layers 5–10× slower).

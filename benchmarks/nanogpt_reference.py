@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 from seqlab.config import DataConfig
 from seqlab.data.lm_corpus import LMCorpus, load_lm_corpus
-from seqlab.language_modeling import evaluate_lm
+from seqlab.tasks.language_modeling import evaluate_lm
 
 
 @dataclass(frozen=True)

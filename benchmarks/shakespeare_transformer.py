@@ -46,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nanogpt_reference import shakespeare_corpus, train_reference, validation_loss  # noqa: E402
 from seqlab.config import ExperimentConfig, load_config  # noqa: E402
 from seqlab.experiment import load_run, train  # noqa: E402
-from seqlab.language_modeling import build_lm_experiment, lm_loss  # noqa: E402
-from seqlab.optim import build_optimizer  # noqa: E402
-from seqlab.trainer import Callback, Trainer  # noqa: E402
+from seqlab.tasks.language_modeling import build_lm_experiment, lm_loss  # noqa: E402
+from seqlab.training.optim import build_optimizer  # noqa: E402
+from seqlab.training.trainer import Callback, Trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "shakespeare-char-transformer.yaml"

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from seqlab.attention import (
+from seqlab.nn.attention import (
     AdditiveAttention,
     KVCache,
     MultiHeadAttention,

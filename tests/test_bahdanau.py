@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from seqlab.bahdanau import Bahdanau
+from seqlab.models.bahdanau import Bahdanau
 from seqlab.config import BahdanauConfig
 from seqlab.data.translation_batching import PAD
 from translation_helpers import check_loss_ignores_padding, random_translation_batch

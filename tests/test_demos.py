@@ -1,6 +1,6 @@
 """``seqlab demo`` wrappers: files written, paths printed."""
 
-from seqlab.demos import kernel_regression_demo
+from seqlab.demos.kernel_regression import kernel_regression_demo
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

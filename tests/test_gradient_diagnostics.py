@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from seqlab.gradient_diagnostics import (
+from seqlab.analysis.gradients import (
     measure_gradient_norms,
     plot_gradient_norms,
     run_gradient_diagnosis,

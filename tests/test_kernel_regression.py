@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from seqlab.kernel_regression import (
+from seqlab.analysis.kernel_regression import (
     NWKernelRegression,
     gaussian_attention,
     leave_one_out,

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from seqlab.layer_costs import (
+from seqlab.analysis.layer_costs import (
     LAYERS,
     attention_memory_report,
     build_layer,

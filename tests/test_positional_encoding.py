@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from seqlab.positional_encoding import (
+from seqlab.nn.positional_encoding import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
     relative_shift_matrix,

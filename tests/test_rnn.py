@@ -1,10 +1,10 @@
-"""seqlab.rnn: scratch cells equal PyTorch's fused modules; lengths, conversion, peepholes, dropout."""
+"""seqlab.nn.rnn: scratch cells equal PyTorch's fused modules; lengths, conversion, peepholes, dropout."""
 
 import pytest
 import torch
 from torch import nn
 
-from seqlab.rnn import (
+from seqlab.nn.rnn import (
     RNN,
     PeepholeLSTMCell,
     fused_to_scratch_state_dict,

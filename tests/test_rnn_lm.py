@@ -5,7 +5,7 @@ import torch
 
 from seqlab.config import RNNLMConfig, config_from_dict
 from seqlab.errors import ConfigError
-from seqlab.rnn_lm import RNNLanguageModel, generate
+from seqlab.models.rnn_lm import RNNLanguageModel, generate
 
 V = 11
 ATOL = 1e-5

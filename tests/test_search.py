@@ -11,12 +11,12 @@ import pytest
 import torch
 from torch import nn
 
-from seqlab.bahdanau import Bahdanau
+from seqlab.models.bahdanau import Bahdanau
 from seqlab.config import BahdanauConfig, Seq2SeqConfig, TransformerConfig
 from seqlab.data.translation_batching import BOS, EOS, PAD, Batch, pad_sequences
-from seqlab.search import beam_search, greedy_search, max_output_lengths
-from seqlab.seq2seq import Seq2Seq
-from seqlab.transformer_seq2seq import TransformerSeq2Seq
+from seqlab.models.search import beam_search, greedy_search, max_output_lengths
+from seqlab.models.seq2seq import Seq2Seq
+from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 
 ARCHS = ["seq2seq", "bahdanau", "transformer"]
 V = 10  # 4 reserved ids + 6 symbols

@@ -12,12 +12,12 @@ import pytest
 import torch
 import yaml
 
-from seqlab import checkpoint as ckpt
-from seqlab.callbacks import read_metrics
+from seqlab.training import checkpoint as ckpt
+from seqlab.training.callbacks import read_metrics
 from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError
 from seqlab.experiment import load_run, train
-from seqlab.trainer import LossOutput, Trainer, TrainingDiverged
+from seqlab.training.trainer import LossOutput, Trainer, TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = (
@@ -71,7 +71,7 @@ KILLER = textwrap.dedent(
     import os, signal, sys, yaml
     from seqlab.config import config_from_dict
     from seqlab.experiment import train
-    from seqlab.trainer import Callback
+    from seqlab.training.trainer import Callback
 
     class KillAt(Callback):
         def on_step(self, trainer, loss):

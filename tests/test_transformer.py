@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from seqlab.attention import causal_mask, padding_mask
-from seqlab.transformer import (
+from seqlab.nn.attention import causal_mask, padding_mask
+from seqlab.nn.transformer import (
     AddNorm,
     Decoder,
     DecoderBlock,

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from seqlab.config import TransformerLMConfig
-from seqlab.transformer_lm import TransformerLanguageModel, generate
+from seqlab.models.transformer_lm import TransformerLanguageModel, generate
 
 V = 13
 

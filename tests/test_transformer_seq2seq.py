@@ -5,7 +5,7 @@ import torch
 
 from seqlab.config import TransformerConfig
 from seqlab.data.translation_batching import PAD
-from seqlab.transformer_seq2seq import TransformerSeq2Seq
+from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 from translation_helpers import check_loss_ignores_padding, random_translation_batch
 
 SRC_V, TGT_V, D, HEADS = 13, 11, 16, 4

@@ -9,7 +9,7 @@ from seqlab.cli import main
 from seqlab.config import config_from_dict
 from seqlab.data.dates import NUM_FORMATS, date_splits, make_date_pairs, render
 from seqlab.experiment import load_run, train
-from seqlab.translation import score_translations
+from seqlab.tasks.translation import score_translations
 
 
 def test_date_pairs_are_correct_and_splits_disjoint():
@@ -120,7 +120,7 @@ def test_translate_nbest_and_evaluate_json(dates_run, tmp_path, capsys):
 
 def test_greedy_and_beam1_agree_through_translate(dates_run):
     from seqlab.config import DecodeConfig
-    from seqlab.translation import translate
+    from seqlab.tasks.translation import translate
 
     run, _ = dates_run
     cfg, model, exp, _ = load_run(run)

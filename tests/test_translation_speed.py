@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from seqlab.config import TransformerConfig
-from seqlab.search import greedy_search
-from seqlab.transformer_seq2seq import TransformerSeq2Seq
+from seqlab.models.search import greedy_search
+from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 from translation_helpers import random_translation_batch
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "translation_speed.py"

@@ -75,7 +75,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, args.overrides)
         summary = train(cfg, args.out, overrides=args.overrides)
         out = args.out
-    from seqlab import distributed
+    from seqlab.training import distributed
 
     if distributed.is_main():
         print(json.dumps(summary))
@@ -85,7 +85,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from seqlab.experiment import load_run
-    from seqlab.language_modeling import LM_ARCHS, evaluate_lm
+    from seqlab.tasks.language_modeling import LM_ARCHS, evaluate_lm
 
     cfg, model, exp, path = load_run(args.checkpoint, args.which)
     if cfg.model.arch not in LM_ARCHS:
@@ -123,7 +123,7 @@ def _decode_config(cfg, args: argparse.Namespace):
 
 
 def _evaluate_translation(args, cfg, model, exp, path) -> int:
-    from seqlab.translation import detokenize, score_translations, translate
+    from seqlab.tasks.translation import detokenize, score_translations, translate
 
     if args.split not in exp.splits:
         raise SeqlabError(
@@ -160,8 +160,8 @@ def _evaluate_translation(args, cfg, model, exp, path) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from seqlab.experiment import load_run
-    from seqlab.language_modeling import LM_ARCHS
-    from seqlab.translation import detokenize, translate
+    from seqlab.tasks.language_modeling import LM_ARCHS
+    from seqlab.tasks.translation import detokenize, translate
 
     cfg, model, exp, _ = load_run(args.checkpoint, args.which)
     if cfg.model.arch in LM_ARCHS:
@@ -216,7 +216,7 @@ def _write_alignment(directory: str, index: int, line: str, hyp, exp, cfg) -> No
     from pathlib import Path
 
     from seqlab.plotting import plot_attention
-    from seqlab.translation import encode_sources
+    from seqlab.tasks.translation import encode_sources
 
     vocabs = exp.vocabs
     src_ids, _ = encode_sources([line], vocabs, cfg.data.max_len)
@@ -236,7 +236,7 @@ def _write_alignment(directory: str, index: int, line: str, hyp, exp, cfg) -> No
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from seqlab.experiment import load_run
-    from seqlab.language_modeling import generate_text
+    from seqlab.tasks.language_modeling import generate_text
 
     cfg, model, exp, _ = load_run(args.checkpoint, args.which)
     strategy = "sample" if (args.temperature is not None or args.top_k) else "greedy"
@@ -255,7 +255,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
-    from seqlab.gradient_diagnostics import run_gradient_diagnosis
+    from seqlab.analysis.gradients import run_gradient_diagnosis
 
     cells = [c.strip() for c in args.cells.split(",") if c.strip()]
     norms = run_gradient_diagnosis(
@@ -281,7 +281,7 @@ def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
 
 
 def _lengths(text: str) -> list[int]:
-    from seqlab.layer_costs import parse_lengths
+    from seqlab.analysis.layer_costs import parse_lengths
 
     try:
         return parse_lengths(text)  # "64,128,...,4096" doubles up to 4096
@@ -292,7 +292,7 @@ def _lengths(text: str) -> list[int]:
 def cmd_bench_layers(args: argparse.Namespace) -> int:
     import torch
 
-    from seqlab.layer_costs import (
+    from seqlab.analysis.layer_costs import (
         attention_memory_report,
         format_layer_costs,
         measure_layer_costs,
@@ -326,14 +326,14 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_kernel_regression(args: argparse.Namespace) -> int:
-    from seqlab.demos import kernel_regression_demo
+    from seqlab.demos.kernel_regression import kernel_regression_demo
 
     kernel_regression_demo(args.out, seed=args.seed)
     return 0
 
 
 def cmd_demo_dates(args: argparse.Namespace) -> int:
-    from seqlab.demo_dates import run_dates_demo
+    from seqlab.demos.dates import run_dates_demo
 
     results = run_dates_demo(args.out, threads=args.threads)
     if args.json:

@@ -13,20 +13,20 @@ from typing import Any
 
 import torch
 
-from seqlab import checkpoint as ckpt
-from seqlab import distributed as dist
-from seqlab.callbacks import CurvePlot, MetricsLog, ProgressBar
+from seqlab.training import checkpoint as ckpt
+from seqlab.training import distributed as dist
+from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar
 from seqlab.config import ExperimentConfig, load_config, save_config
 from seqlab.errors import ConfigError
-from seqlab.language_modeling import LM_ARCHS, build_lm_experiment
-from seqlab.trainer import Callback, Trainer
+from seqlab.tasks.language_modeling import LM_ARCHS, build_lm_experiment
+from seqlab.training.trainer import Callback, Trainer
 
 
 def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Any:
     """Data, vocabularies and model for ``cfg`` (reusing a run's saved vocabularies if given)."""
     if cfg.model.arch in LM_ARCHS:
         return build_lm_experiment(cfg, run_dir)
-    from seqlab.translation import build_translation_experiment
+    from seqlab.tasks.translation import build_translation_experiment
 
     return build_translation_experiment(cfg, run_dir)
 

@@ -44,7 +44,7 @@ _NEVER_OUTPUT = [PAD, BOS]  # tokens no hypothesis may contain
 
 
 class EncoderDecoder(Protocol):
-    """The interface search needs (see :mod:`seqlab.seq2seq` for its description)."""
+    """The interface search needs (see :mod:`seqlab.models.seq2seq` for its description)."""
 
     training: bool
     max_decode_len: int | None

@@ -19,7 +19,7 @@ holds only the self-attention keys/values of the positions decoded so far. Teach
 causal pass (fused attention kernel); decoding step by step with the state gives the same logits.
 
 Cross-attention weights for plotting come from the last decoder layer, averaged over heads
-(``attention_layer`` picks another layer). The interface is that of :mod:`seqlab.seq2seq`.
+(``attention_layer`` picks another layer). The interface is that of :mod:`seqlab.models.seq2seq`.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from seqlab.attention import KVCache
+from seqlab.nn.attention import KVCache
 from seqlab.config import TransformerConfig
 from seqlab.data.translation_batching import Batch
-from seqlab.seq2seq import masked_cross_entropy
-from seqlab.transformer import Decoder, DecoderCache, Encoder
+from seqlab.models.seq2seq import masked_cross_entropy
+from seqlab.nn.transformer import Decoder, DecoderCache, Encoder
 
 
 @dataclass(frozen=True)

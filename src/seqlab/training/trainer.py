@@ -4,7 +4,7 @@ The experiment hands the trainer a model, a ``loss_fn(model, batch, state) -> Lo
 epoch-aware iterable of minibatches and an ``evaluate(model) -> metrics`` function. The trainer
 does the rest: optimisation, gradient clipping, schedules, bf16 autocast, carried recurrent state
 (truncated BPTT), checkpoints with exact resume, distributed data parallelism, early stopping.
-Logging, plots and progress bars attach as callbacks (:mod:`seqlab.callbacks`).
+Logging, plots and progress bars attach as callbacks (:mod:`seqlab.training.callbacks`).
 
 Exact resume: a checkpoint stores the weights, the optimizer and scheduler, every process's RNG
 and carried state, and the position in the epoch. Minibatches are a pure function of
@@ -24,11 +24,11 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from seqlab import checkpoint as ckpt
-from seqlab import distributed as dist
+from seqlab.training import checkpoint as ckpt
+from seqlab.training import distributed as dist
 from seqlab.config import TrainConfig
 from seqlab.errors import SeqlabError
-from seqlab.optim import PlateauHalver, build_optimizer, build_scheduler
+from seqlab.training.optim import PlateauHalver, build_optimizer, build_scheduler
 
 
 @dataclass

@@ -4,7 +4,7 @@ Notation (shapes in comments): B batch, S source length, T target length (new po
 P positions already decoded (cache), d model width, h heads, d_k = d / h, d_ff FFN width,
 V vocabulary.
 
-Masks are bool, True = may attend (see :mod:`seqlab.attention`). The source padding mask comes
+Masks are bool, True = may attend (see :mod:`seqlab.nn.attention`). The source padding mask comes
 from valid lengths; the decoder's self-attention is causal.
 
 Incremental decoding uses an explicit :class:`DecoderCache`, passed in and returned, never stored
@@ -22,8 +22,8 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from seqlab.attention import KVCache, MultiHeadAttention, padding_mask
-from seqlab.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
+from seqlab.nn.attention import KVCache, MultiHeadAttention, padding_mask
+from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
 Norm = Literal["post", "pre"]
 Positional = Literal["sinusoidal", "learned"]

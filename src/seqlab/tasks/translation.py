@@ -38,8 +38,8 @@ from seqlab.data.translation_batching import (
     pad_sequences,
 )
 from seqlab.data.vocab import Vocab
-from seqlab.search import Hypothesis, beam_search, greedy_search
-from seqlab.trainer import LossOutput
+from seqlab.models.search import Hypothesis, beam_search, greedy_search
+from seqlab.training.trainer import LossOutput
 
 MT_ARCHS = ("seq2seq", "bahdanau", "transformer")
 Pairs = list[tuple[str, str]]
@@ -51,15 +51,15 @@ def build_translation_model(
     """The one place a translation model is constructed from its config."""
     m = cfg.model
     if isinstance(m, Seq2SeqConfig):
-        from seqlab.seq2seq import Seq2Seq
+        from seqlab.models.seq2seq import Seq2Seq
 
         return Seq2Seq(src_vocab_size, tgt_vocab_size, m)
     if isinstance(m, BahdanauConfig):
-        from seqlab.bahdanau import Bahdanau
+        from seqlab.models.bahdanau import Bahdanau
 
         return Bahdanau(src_vocab_size, tgt_vocab_size, m)
     if isinstance(m, TransformerConfig):
-        from seqlab.transformer_seq2seq import TransformerSeq2Seq
+        from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 
         return TransformerSeq2Seq(src_vocab_size, tgt_vocab_size, m)
     raise ValueError(f"model.arch={m.arch!r} is not a translation model ({', '.join(MT_ARCHS)})")

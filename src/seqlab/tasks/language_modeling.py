@@ -20,7 +20,7 @@ from seqlab.data.lm_batching import LMBatches
 from seqlab.data.lm_corpus import LMCorpus, load_lm_corpus
 from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
 from seqlab.data.vocab import Vocab
-from seqlab.trainer import LossOutput
+from seqlab.training.trainer import LossOutput
 
 LM_ARCHS = ("rnn_lm", "transformer_lm")
 
@@ -28,11 +28,11 @@ LM_ARCHS = ("rnn_lm", "transformer_lm")
 def build_lm_model(cfg: ExperimentConfig, vocab_size: int) -> nn.Module:
     """The one place a language model is constructed from its config."""
     if isinstance(cfg.model, RNNLMConfig):
-        from seqlab.rnn_lm import RNNLanguageModel
+        from seqlab.models.rnn_lm import RNNLanguageModel
 
         return RNNLanguageModel(vocab_size, cfg.model)
     if isinstance(cfg.model, TransformerLMConfig):
-        from seqlab.transformer_lm import TransformerLanguageModel
+        from seqlab.models.transformer_lm import TransformerLanguageModel
 
         return TransformerLanguageModel(vocab_size, cfg.model)
     raise ValueError(
@@ -135,9 +135,9 @@ def generate_text(
         prefix_tokens = [vocab.to_tokens(int(corpus.train[0]))]
     ids = vocab[prefix_tokens]
     if is_recurrent(model):
-        from seqlab.rnn_lm import generate
+        from seqlab.models.rnn_lm import generate
     else:
-        from seqlab.transformer_lm import generate
+        from seqlab.models.transformer_lm import generate
     gen = torch.Generator().manual_seed(seed)
     out = generate(
         model,

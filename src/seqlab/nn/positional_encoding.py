@@ -78,7 +78,7 @@ class LearnedPositionalEncoding(nn.Module):
     """X + E_pos[start : start + T], then dropout; E_pos a trained ``(L, d)`` table (GPT style).
 
     E_pos starts as N(0, 1): the scale of the √d-scaled token embeddings it is added to (see
-    :mod:`seqlab.transformer`). A much smaller start (GPT-2's 0.02) leaves positions nearly
+    :mod:`seqlab.nn.transformer`). A much smaller start (GPT-2's 0.02) leaves positions nearly
     invisible at first and trained measurably slower here.
     """
 

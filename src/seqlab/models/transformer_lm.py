@@ -15,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.config import TransformerLMConfig
-from seqlab.sampling import next_token
-from seqlab.transformer import Decoder, DecoderCache
+from seqlab.nn.sampling import next_token
+from seqlab.nn.transformer import Decoder, DecoderCache
 
 
 class TransformerLanguageModel(nn.Module):

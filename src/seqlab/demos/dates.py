@@ -16,7 +16,7 @@ from pathlib import Path
 from seqlab.config import load_config
 from seqlab.experiment import load_run, train
 from seqlab.plotting import plot_attention
-from seqlab.translation import detokenize, encode_sources, translate
+from seqlab.tasks.translation import detokenize, encode_sources, translate
 
 CONFIGS = {"bahdanau": "dates-bahdanau.yaml", "transformer": "dates-transformer.yaml"}
 EXAMPLES = [

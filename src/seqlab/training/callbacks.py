@@ -11,7 +11,7 @@ from typing import Any
 from tqdm import tqdm
 
 from seqlab.io import atomic_write_text
-from seqlab.trainer import Callback, Trainer
+from seqlab.training.trainer import Callback, Trainer
 
 
 class ProgressBar(Callback):

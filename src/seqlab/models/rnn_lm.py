@@ -5,7 +5,7 @@ Notation (every shape comment uses it):
     V vocabulary size.
 
 The model predicts token t+1 from tokens ≤ t (d2l ch. 8.5–8.6, Mikolov et al. 2010); it is
-unidirectional. State is explicit, as everywhere in :mod:`seqlab.rnn`: ``forward`` takes and
+unidirectional. State is explicit, as everywhere in :mod:`seqlab.nn.rnn`: ``forward`` takes and
 returns it, so a long text can be read in consecutive chunks and generation can carry it token by
 token instead of re-reading the prefix.
 """
@@ -18,8 +18,8 @@ from torch import Tensor, nn
 
 from seqlab.config import RNNLMConfig
 from seqlab.errors import ConfigError
-from seqlab.rnn import RNN, State
-from seqlab.sampling import next_token
+from seqlab.nn.rnn import RNN, State
+from seqlab.nn.sampling import next_token
 
 
 class RNNLanguageModel(nn.Module):

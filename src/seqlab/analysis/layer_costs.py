@@ -49,7 +49,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqlab.attention import MultiHeadAttention
+from seqlab.nn.attention import MultiHeadAttention
 
 LAYERS = ("conv", "rnn", "gru", "attention", "attention_explicit")
 COMPLEXITY = {

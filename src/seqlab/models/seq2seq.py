@@ -15,7 +15,7 @@ output layer.
 **The encoder–decoder interface.** This model, :class:`seqlab.bahdanau.Bahdanau` and
 :class:`seqlab.transformer_seq2seq.TransformerSeq2Seq` are plain ``nn.Module``s built as
 ``Model(src_vocab_size, tgt_vocab_size, cfg)`` with the same methods, which is all that
-:mod:`seqlab.search` uses:
+:mod:`seqlab.models.search` uses:
 
 - ``encode(src, src_len) -> memory``: everything the decoder needs from the source, computed once.
 - ``decode(memory, tgt_in, need_attention=False) -> (logits, attention)``: teacher forcing over

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from seqlab.kernel_regression import run_kernel_regression_demo
+from seqlab.analysis.kernel_regression import run_kernel_regression_demo
 
 
 def kernel_regression_demo(out_dir: str | Path, seed: int = 0) -> dict[str, float]:

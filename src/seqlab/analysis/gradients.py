@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from seqlab.io import atomic_open, atomic_write_json
-from seqlab.rnn import GRUCell, LSTMCell, PeepholeLSTMCell, make_cell
+from seqlab.nn.rnn import GRUCell, LSTMCell, PeepholeLSTMCell, make_cell
 
 
 def measure_gradient_norms(
@@ -171,7 +171,7 @@ def run_gradient_diagnosis(
 
 
 def main() -> None:
-    """``python -m seqlab.gradient_diagnostics [out_dir]``: the lecture's picture for every cell."""
+    """``python -m seqlab.analysis.gradients [out_dir]``: the lecture's picture for every cell."""
     import sys
 
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "runs/gradients"

@@ -29,7 +29,7 @@ embeddings, between stacked GRU layers and to t_i before W_o.
 Teacher-forced decoding runs the recurrent loop over T but computes everything that does not
 depend on s_{i-1} (input-gate terms of the embeddings, the upper layers, the whole output layer)
 for all positions at once. :meth:`Bahdanau.decode` and :meth:`Bahdanau.decode_step` share one code
-path. The interface is that of :mod:`seqlab.seq2seq`.
+path. The interface is that of :mod:`seqlab.models.seq2seq`.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from seqlab.attention import AdditiveAttention, masked_softmax, padding_mask
+from seqlab.nn.attention import AdditiveAttention, masked_softmax, padding_mask
 from seqlab.config import BahdanauConfig
 from seqlab.data.translation_batching import Batch
-from seqlab.seq2seq import masked_cross_entropy
+from seqlab.models.seq2seq import masked_cross_entropy
 
 
 @dataclass(frozen=True)
