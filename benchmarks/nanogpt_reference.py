@@ -13,7 +13,7 @@ only), 100 warm-up steps then cosine decay to 1e-4 at step 2000, gradient clippi
 
 Comparison with seqlab, apples to apples:
 
-- **data**: the reference trains and validates on seqlab's own corpus (``load_lm_corpus`` with
+- **data**: the reference trains and validates on seqlab's own corpus (``build_lm_corpus`` with
   ``dataset: tinyshakespeare, tokenizer: char, val_fraction: 0.1``): the same split (the last 10%
   of the characters) and the same character ids. nanoGPT's own split (``data[:int(0.9 n)]``)
   differs from it by at most one character.
@@ -42,8 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab.config import DataConfig
-from seqlab.data.lm_corpus import LMCorpus, load_lm_corpus
+from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus, corpus_path, read_text
 from seqlab.tasks.language_modeling import evaluate_lm
 
 
@@ -173,7 +172,9 @@ def get_batch(data: Tensor, block: int, batch: int, gen: torch.Generator) -> tup
 
 def shakespeare_corpus() -> LMCorpus:
     """seqlab's character corpus of Tiny Shakespeare (last 10% of the characters = validation)."""
-    return load_lm_corpus(DataConfig(dataset="tinyshakespeare", tokenizer="char", val_fraction=0.1))
+    return build_lm_corpus(
+        read_text(corpus_path("tinyshakespeare")), tokenizer="char", val_fraction=0.1
+    )
 
 
 def validation_loss(model: nn.Module, corpus: LMCorpus, window: int, batch_size: int = 64) -> float:

@@ -1,7 +1,6 @@
 import pytest
 import torch
 
-from seqlab.config import DataConfig
 from seqlab.data.lm_batching import LMBatches, random_sampling, sequential_partitioning
 from seqlab.data.lm_corpus import build_lm_corpus, read_text
 from seqlab.errors import DataError
@@ -105,7 +104,7 @@ def test_lm_batches_rejects_tiny_corpus_and_bad_sampling():
 
 def test_lm_corpus_split_and_vocab_from_train_only():
     text = "abcabcabcabc" * 10 + "xyz"
-    corpus = build_lm_corpus(text, DataConfig(tokenizer="char", val_fraction=0.1))
+    corpus = build_lm_corpus(text, tokenizer="char", val_fraction=0.1)
     n_val = int(len(text) * 0.1)
     assert len(corpus.train) == len(text) - n_val and len(corpus.val) == n_val
     assert "x" not in corpus.vocab  # seen only in the validation tail
@@ -115,7 +114,7 @@ def test_lm_corpus_split_and_vocab_from_train_only():
 
 def test_lm_corpus_word_letters():
     corpus = build_lm_corpus(
-        "The Time Machine, by H. G. Wells " * 20, DataConfig(tokenizer="word", normalize="letters")
+        "The Time Machine, by H. G. Wells " * 20, tokenizer="word", normalize="letters"
     )
     assert set(corpus.vocab.idx_to_token[4:]) == {"the", "time", "machine", "by", "h", "g", "wells"}
 

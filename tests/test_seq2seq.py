@@ -6,7 +6,8 @@ import torch.nn.functional as F
 
 from seqlab.config import Seq2SeqConfig
 from seqlab.data.translation_batching import PAD
-from seqlab.models.seq2seq import Seq2Seq, masked_cross_entropy
+from seqlab.models.seq2seq import Seq2Seq
+from seqlab.nn.losses import masked_cross_entropy
 from translation_helpers import check_loss_ignores_padding, random_translation_batch
 
 SRC_V, TGT_V, E, H = 13, 11, 8, 12

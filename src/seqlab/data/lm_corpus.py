@@ -13,9 +13,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from seqlab.config import DataConfig
 from seqlab.data.registry import resolve
-from seqlab.data.tokenizers import CharTokenizer, Tokenizer, WordTokenizer, make_tokenizer
+from seqlab.data.tokenizers import (
+    CharTokenizer,
+    Normalize,
+    Tokenizer,
+    WordTokenizer,
+    make_tokenizer,
+)
 from seqlab.data.vocab import Vocab
 from seqlab.errors import DataError
 
@@ -49,16 +54,31 @@ def split_tokens(tokens: list[str], val_fraction: float) -> tuple[list[str], lis
 
 
 def build_lm_corpus(
-    text: str, cfg: DataConfig, tokenizer: Tokenizer | None = None, vocab: Vocab | None = None
+    text: str,
+    *,
+    tokenizer: str = "char",
+    normalize: Normalize = "none",
+    val_fraction: float = 0.1,
+    min_freq: int = 0,
+    max_vocab: int | None = None,
+    tok: Tokenizer | None = None,
+    vocab: Vocab | None = None,
 ) -> LMCorpus:
-    """Tokenize ``text``, split it, and map it to ids (building the vocabulary if not given)."""
-    if cfg.tokenizer not in ("char", "word"):
-        raise DataError(f"language models take data.tokenizer char or word, not {cfg.tokenizer!r}")
-    tok = tokenizer or make_tokenizer(cfg.tokenizer, cfg.normalize)
+    """Tokenize ``text``, split it, and map it to ids.
+
+    Args:
+        tokenizer, normalize: how to cut the text (``char`` or ``word``), unless ``tok`` is given.
+        val_fraction: the held-out tail.
+        min_freq, max_vocab: for the vocabulary counted on the training part, unless ``vocab``
+            is given (a trained run's own).
+    """
+    if tok is None and tokenizer not in ("char", "word"):
+        raise DataError(f"language models take data.tokenizer char or word, not {tokenizer!r}")
+    tok = tok or make_tokenizer(tokenizer, normalize)
     tokens = tok.tokenize(text)
-    train_tokens, val_tokens = split_tokens(tokens, cfg.val_fraction)
+    train_tokens, val_tokens = split_tokens(tokens, val_fraction)
     if vocab is None:
-        vocab = Vocab(train_tokens, min_freq=cfg.min_freq, max_size=cfg.max_vocab)
+        vocab = Vocab(train_tokens, min_freq=min_freq, max_size=max_vocab)
     return LMCorpus(
         train=torch.tensor(vocab[train_tokens], dtype=torch.long),
         val=torch.tensor(vocab[val_tokens], dtype=torch.long),
@@ -67,19 +87,16 @@ def build_lm_corpus(
     )
 
 
-def load_lm_corpus(
-    cfg: DataConfig, tokenizer: Tokenizer | None = None, vocab: Vocab | None = None
-) -> LMCorpus:
-    """Load ``cfg.dataset`` (timemachine, tinyshakespeare, or ``text`` at ``cfg.path``)."""
-    if cfg.dataset == "text" and cfg.path is not None:
-        path = Path(cfg.path)
-        if not path.is_file():
-            raise DataError(f"data.path: text file not found: {path}")
-    elif cfg.dataset in LM_FILES:
-        path = resolve(cfg.dataset, LM_FILES[cfg.dataset])
-    else:
-        raise DataError(
-            f"data.dataset={cfg.dataset!r} is not a language-modelling corpus; choose one of "
-            + ", ".join([*LM_FILES, "text"])
-        )
-    return build_lm_corpus(read_text(path), cfg, tokenizer, vocab)
+def corpus_path(dataset: str, path: str | None = None) -> Path:
+    """The text file of ``dataset`` (timemachine, tinyshakespeare, or ``text`` at ``path``)."""
+    if dataset == "text" and path is not None:
+        file = Path(path)
+        if not file.is_file():
+            raise DataError(f"data.path: text file not found: {file}")
+        return file
+    if dataset in LM_FILES:
+        return resolve(dataset, LM_FILES[dataset])
+    raise DataError(
+        f"data.dataset={dataset!r} is not a language-modelling corpus; choose one of "
+        + ", ".join([*LM_FILES, "text"])
+    )

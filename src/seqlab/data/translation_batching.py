@@ -35,21 +35,37 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from seqlab.config import SubwordConfig
 from seqlab.data.parallel import DataWarning
 from seqlab.data.tokenizers import SubwordTokenizer, Tokenizer, make_tokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import DataError
-
-PAD, BOS, EOS = Vocab.pad, Vocab.bos, Vocab.eos
+from seqlab.tokens import BOS, EOS, PAD
 
 
 # ---------------------------------------------------------------------------- vocabularies
+class SubwordOptions(Protocol):
+    """SentencePiece settings (``data.subword`` of a config is one)."""
+
+    vocab_size: int
+    model_type: str
+    character_coverage: float
+    joint: bool
+
+
+@dataclass(frozen=True)
+class SubwordDefaults:
+    vocab_size: int = 8000
+    model_type: str = "bpe"
+    character_coverage: float = 1.0
+    joint: bool = True
+
+
 @dataclass
 class TranslationVocabs:
     """Tokenizers and vocabularies of both sides. With a joint subword model both sides share
@@ -66,7 +82,7 @@ def build_vocabs(
     tokenizer: str = "word",
     min_freq: int = 0,
     max_vocab: int | None = None,
-    subword: SubwordConfig | None = None,
+    subword: SubwordOptions | None = None,
     normalize: str = "nmt",
 ) -> TranslationVocabs:
     """Tokenizers and vocabularies from the **training** pairs only.
@@ -84,7 +100,7 @@ def build_vocabs(
     src_text = [s for s, _ in train_pairs]
     tgt_text = [t for _, t in train_pairs]
     if tokenizer == "subword":
-        sw = subword or SubwordConfig()
+        sw = subword or SubwordDefaults()
 
         def train(sentences: list[str]) -> SubwordTokenizer:
             return SubwordTokenizer.train(

@@ -1,7 +1,7 @@
 """Vocabulary: a two-way map between tokens and integer ids (d2l §8.2.3).
 
 Reserved tokens have fixed ids, whatever the corpus: ``<unk>`` 0, ``<pad>`` 1, ``<bos>`` 2,
-``<eos>`` 3. The remaining tokens follow by descending frequency (ties broken by first
+``<eos>`` 3 (defined in :mod:`seqlab.tokens`). The remaining tokens follow by descending frequency (ties broken by first
 appearance in the counted text, so the order is deterministic). Unknown tokens map to ``<unk>``.
 """
 
@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from seqlab import tokens as special
 from seqlab.errors import DataError
 from seqlab.io import atomic_write_json
 
-UNK, PAD, BOS, EOS = "<unk>", "<pad>", "<bos>", "<eos>"
-RESERVED = (UNK, PAD, BOS, EOS)
+RESERVED = special.SPECIAL_TOKENS
 FORMAT = "seqlab.vocab/1"
 
 
@@ -65,10 +65,7 @@ class Vocab:
         self.num_reserved = len(reserved)
 
     # ids of the special tokens (fixed across every vocabulary)
-    unk = RESERVED.index(UNK)
-    pad = RESERVED.index(PAD)
-    bos = RESERVED.index(BOS)
-    eos = RESERVED.index(EOS)
+    unk, pad, bos, eos = special.UNK, special.PAD, special.BOS, special.EOS
 
     def __len__(self) -> int:
         return len(self.idx_to_token)

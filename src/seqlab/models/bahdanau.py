@@ -28,8 +28,8 @@ embeddings, between stacked GRU layers and to t_i before W_o.
 
 Teacher-forced decoding runs the recurrent loop over T but computes everything that does not
 depend on s_{i-1} (input-gate terms of the embeddings, the upper layers, the whole output layer)
-for all positions at once. :meth:`Bahdanau.decode` and :meth:`Bahdanau.decode_step` share one code
-path. The interface is that of :mod:`seqlab.models.seq2seq`.
+for all positions at once. Teacher forcing and decoding steps share this one code path
+(:meth:`Bahdanau.run_decoder`). The interface is :class:`~seqlab.models.encoder_decoder.EncoderDecoder`'s.
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from seqlab.nn.attention import AdditiveAttention, masked_softmax, padding_mask
 from seqlab.config import BahdanauConfig
-from seqlab.data.translation_batching import Batch
-from seqlab.models.seq2seq import masked_cross_entropy
+from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.nn.attention import AdditiveAttention, masked_softmax, padding_mask
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class BahdanauMemory:
     backward_final: Tensor  # (L, B, H) ←h_1 of each encoder layer
 
 
-class Bahdanau(nn.Module):
+class Bahdanau(EncoderDecoder):
     """RNNsearch: bidirectional GRU encoder, additive attention, GRU decoder, maxout output.
 
     The decoder state is a tensor ``(L, B, H)``: s_i of each decoder layer.
@@ -65,7 +64,6 @@ class Bahdanau(nn.Module):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cfg: BahdanauConfig):
         super().__init__()
         self.cfg = cfg
-        self.max_decode_len: int | None = None
         e, h, layers = cfg.embed_dim, cfg.hidden_size, cfg.num_layers
         between = cfg.dropout if layers > 1 else 0.0  # nn.GRU warns about dropout with 1 layer
         self.src_embed = nn.Embedding(src_vocab_size, e)
@@ -147,7 +145,7 @@ class Bahdanau(nn.Module):
         n = torch.tanh(gates_in[:, 2 * h :] + r * gates_s[:, 2 * h :])  # (B, H)
         return n + z * (s - n)  # (B, H)
 
-    def _run(
+    def run_decoder(
         self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_attention: bool
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Decode ``tokens`` (y_{i-1} for T consecutive steps) from ``state`` (s_{i-1} per layer).
@@ -181,29 +179,6 @@ class Bahdanau(nn.Module):
         weights = torch.stack(alphas, dim=1) if need_attention else None  # (B, T, S)
         return logits, new_state, weights
 
-    def decode(
-        self, memory: BahdanauMemory, tgt_in: Tensor, *, need_attention: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing over ``tgt_in`` (``<bos> y``); alignments α on request.
-
-        Shape:
-            tgt_in ``(B, T)`` -> logits ``(B, T, V)``, weights ``(B, T, S)`` or None.
-        """
-        logits, _, weights = self._run(memory, tgt_in, self.init_state(memory), need_attention)
-        return logits, weights
-
-    def decode_step(
-        self, memory: BahdanauMemory, state: Tensor, tokens: Tensor, *, need_attention: bool = False
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
-        """Feed y_{i-1}, one per row: logits of y_i, the new state s_i, and α_i on request.
-
-        Shape:
-            tokens ``(B,)`` or ``(B, 1)``, state ``(L, B, H)`` -> logits ``(B, V)``,
-            state ``(L, B, H)``, weights ``(B, S)`` or None.
-        """
-        logits, state, weights = self._run(memory, tokens.reshape(-1, 1), state, need_attention)
-        return logits[:, 0], state, (None if weights is None else weights[:, 0])  # (B, V)
-
     def reorder_memory(self, memory: BahdanauMemory, indices: Tensor) -> BahdanauMemory:
         """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
         return BahdanauMemory(
@@ -216,12 +191,3 @@ class Bahdanau(nn.Module):
     def reorder_state(self, state: Tensor, indices: Tensor) -> Tensor:
         """Rows ``indices`` of the decoder state ``(L, B, H)``."""
         return state.index_select(1, indices)
-
-    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits. Shape: ``(B, S), (B,), (B, T) -> (B, T, V)``."""
-        return self.decode(self.encode(src, src_len), tgt_in)[0]  # (B, T, V)
-
-    def loss(self, batch: Batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
-        """Mean cross-entropy over the real target tokens of ``batch`` and their number."""
-        logits = self(batch.src, batch.src_len, batch.tgt_in)  # (B, T, V)
-        return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_len, label_smoothing)

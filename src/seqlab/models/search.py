@@ -33,33 +33,15 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from seqlab.data.translation_batching import BOS, EOS, PAD
+from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.tokens import BOS, EOS, PAD
 
 _NEVER_OUTPUT = [PAD, BOS]  # tokens no hypothesis may contain
-
-
-class EncoderDecoder(Protocol):
-    """The interface search needs (see :mod:`seqlab.models.seq2seq` for its description)."""
-
-    training: bool
-    max_decode_len: int | None
-
-    def train(self, mode: bool = True) -> Any: ...
-    def encode(self, src: Tensor, src_len: Tensor) -> Any: ...
-    def decode(
-        self, memory: Any, tgt_in: Tensor, *, need_attention: bool = False
-    ) -> tuple[Tensor, Tensor | None]: ...
-    def init_state(self, memory: Any) -> Any: ...
-    def decode_step(
-        self, memory: Any, state: Any, tokens: Tensor, *, need_attention: bool = False
-    ) -> tuple[Tensor, Any, Tensor | None]: ...
-    def reorder_memory(self, memory: Any, indices: Tensor) -> Any: ...
-    def reorder_state(self, state: Any, indices: Tensor) -> Any: ...
 
 
 @dataclass

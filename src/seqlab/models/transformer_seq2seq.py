@@ -19,7 +19,7 @@ holds only the self-attention keys/values of the positions decoded so far. Teach
 causal pass (fused attention kernel); decoding step by step with the state gives the same logits.
 
 Cross-attention weights for plotting come from the last decoder layer, averaged over heads
-(``attention_layer`` picks another layer). The interface is that of :mod:`seqlab.models.seq2seq`.
+(``attention_layer`` picks another layer). The interface is :class:`~seqlab.models.encoder_decoder.EncoderDecoder`'s.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from seqlab.nn.attention import KVCache
 from seqlab.config import TransformerConfig
-from seqlab.data.translation_batching import Batch
-from seqlab.models.seq2seq import masked_cross_entropy
+from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.nn.attention import KVCache
 from seqlab.nn.transformer import Decoder, DecoderCache, Encoder
 
 
@@ -59,7 +58,7 @@ def _index_kv(kv: KVCache, indices: Tensor) -> KVCache:
     return KVCache(kv.key.index_select(0, indices), kv.value.index_select(0, indices))
 
 
-class TransformerSeq2Seq(nn.Module):
+class TransformerSeq2Seq(EncoderDecoder):
     """Transformer encoder–decoder with optional shared embeddings and tied output layer.
 
     Args:
@@ -135,7 +134,7 @@ class TransformerSeq2Seq(nn.Module):
         empty = ref.new_zeros(ref.shape[0], ref.shape[1], 0, ref.shape[3])  # (B, h, 0, d_k)
         return TransformerState(tuple(KVCache(empty, empty) for _ in memory.cross_kv))
 
-    def _run(
+    def run_decoder(
         self,
         memory: TransformerMemory,
         tokens: Tensor,
@@ -156,34 +155,6 @@ class TransformerSeq2Seq(nn.Module):
             weights = out.cross_attention[self.attention_layer].mean(dim=1)  # (B, T, S)
         return logits, TransformerState(out.cache.self_kv), weights
 
-    def decode(
-        self, memory: TransformerMemory, tgt_in: Tensor, *, need_attention: bool = False
-    ) -> tuple[Tensor, Tensor | None]:
-        """Teacher forcing: one causal pass over ``tgt_in`` (``<bos> y``).
-
-        Shape:
-            tgt_in ``(B, T)`` -> logits ``(B, T, V)``, cross-attention ``(B, T, S)`` or None.
-        """
-        logits, _, weights = self._run(memory, tgt_in, self.init_state(memory), need_attention)
-        return logits, weights
-
-    def decode_step(
-        self,
-        memory: TransformerMemory,
-        state: TransformerState,
-        tokens: Tensor,
-        *,
-        need_attention: bool = False,
-    ) -> tuple[Tensor, TransformerState, Tensor | None]:
-        """Feed one token per row at position P: next-token logits and the grown state.
-
-        Shape:
-            tokens ``(B,)`` or ``(B, 1)`` -> logits ``(B, V)``, state of ``(B, h, P + 1, d_k)``,
-            cross-attention ``(B, S)`` or None.
-        """
-        logits, state, weights = self._run(memory, tokens.reshape(-1, 1), state, need_attention)
-        return logits[:, 0], state, (None if weights is None else weights[:, 0])  # (B, V)
-
     def reorder_memory(self, memory: TransformerMemory, indices: Tensor) -> TransformerMemory:
         """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
         return TransformerMemory(
@@ -194,12 +165,3 @@ class TransformerSeq2Seq(nn.Module):
     def reorder_state(self, state: TransformerState, indices: Tensor) -> TransformerState:
         """Rows ``indices`` of the self-attention caches."""
         return TransformerState(tuple(_index_kv(kv, indices) for kv in state.self_kv))
-
-    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits. Shape: ``(B, S), (B,), (B, T) -> (B, T, V)``."""
-        return self.decode(self.encode(src, src_len), tgt_in)[0]  # (B, T, V)
-
-    def loss(self, batch: Batch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
-        """Mean cross-entropy over the real target tokens of ``batch`` and their number."""
-        logits = self(batch.src, batch.src_len, batch.tgt_in)  # (B, T, V)
-        return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_len, label_smoothing)

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from seqlab.config import ExperimentConfig, RNNLMConfig, TransformerLMConfig
 from seqlab.data.lm_batching import LMBatches
-from seqlab.data.lm_corpus import LMCorpus, load_lm_corpus
+from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus, corpus_path, read_text
 from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.training.trainer import LossOutput
@@ -105,7 +105,17 @@ def build_lm_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> L
     if run_dir is not None and (Path(run_dir) / "vocab.json").exists():
         vocab = Vocab.load(Path(run_dir) / "vocab.json")
         tokenizer = load_tokenizer(run_dir)
-    corpus = load_lm_corpus(cfg.data, tokenizer=tokenizer, vocab=vocab)
+    d = cfg.data
+    corpus = build_lm_corpus(
+        read_text(corpus_path(d.dataset, d.path)),
+        tokenizer=d.tokenizer,
+        normalize=d.normalize,
+        val_fraction=d.val_fraction,
+        min_freq=d.min_freq,
+        max_vocab=d.max_vocab,
+        tok=tokenizer,
+        vocab=vocab,
+    )
     batches = LMBatches(
         corpus.train,
         cfg.data.batch_size,

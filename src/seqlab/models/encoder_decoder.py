@@ -1,0 +1,110 @@
+"""The encoder–decoder interface shared by every translation model, written once.
+
+Notation (shapes in comments): B batch, S source length, T target length, V target vocabulary.
+
+A model (:class:`~seqlab.models.seq2seq.Seq2Seq`, :class:`~seqlab.models.bahdanau.Bahdanau`,
+:class:`~seqlab.models.transformer_seq2seq.TransformerSeq2Seq`) subclasses
+:class:`EncoderDecoder` and writes five methods:
+
+- ``encode(src, src_len) -> memory``: everything the decoder needs from the source, computed
+  once; padding after ``src_len`` must not change it.
+- ``init_state(memory) -> state``: the decoder state before the first target token.
+- ``run_decoder(memory, tokens, state, need_attention) -> (logits, state, attention)``: feed
+  ``T`` consecutive target tokens from ``state``; ``attention`` is ``(B, T, S)`` when asked for
+  and the model has any, else None.
+- ``reorder_memory(memory, indices)``, ``reorder_state(state, indices)``: select, repeat or permute
+  batch rows (beam search, dropping finished sentences).
+
+The base class derives the rest from them: teacher-forced :meth:`~EncoderDecoder.decode`, one-token
+:meth:`~EncoderDecoder.decode_step`, ``forward`` and the padding-aware :meth:`~EncoderDecoder.loss`.
+Nothing is stored on the module between calls: memory and state are passed in and returned, so
+greedy, beam search and sampling (:mod:`seqlab.models.search`) drive any model the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from torch import Tensor, nn
+
+from seqlab.nn.losses import masked_cross_entropy
+
+
+class TranslationBatch(Protocol):
+    """What :meth:`EncoderDecoder.loss` reads from a batch (the data layer provides one).
+
+    Shape:
+        src ``(B, S)``, src_len ``(B,)``, tgt_in ``(B, T)`` (``<bos> y``), tgt_out ``(B, T)``
+        (``y <eos>``), tgt_len ``(B,)``.
+    """
+
+    src: Tensor
+    src_len: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    tgt_len: Tensor
+
+
+class EncoderDecoder(nn.Module):
+    """Base class of the translation models (see the module docstring).
+
+    Attributes:
+        max_decode_len: the most decoder positions the model supports (positional tables), or
+            None when unbounded.
+    """
+
+    max_decode_len: int | None = None
+
+    # ---------------------------------------------------------------- written by each model
+    def encode(self, src: Tensor, src_len: Tensor) -> Any:
+        raise NotImplementedError
+
+    def init_state(self, memory: Any) -> Any:
+        raise NotImplementedError
+
+    def run_decoder(
+        self, memory: Any, tokens: Tensor, state: Any, need_attention: bool
+    ) -> tuple[Tensor, Any, Tensor | None]:
+        raise NotImplementedError
+
+    def reorder_memory(self, memory: Any, indices: Tensor) -> Any:
+        raise NotImplementedError
+
+    def reorder_state(self, state: Any, indices: Tensor) -> Any:
+        raise NotImplementedError
+
+    # --------------------------------------------------------------------- derived, shared
+    def decode(
+        self, memory: Any, tgt_in: Tensor, *, need_attention: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Teacher forcing: logits for every position of ``tgt_in`` (``<bos> y``).
+
+        Shape:
+            tgt_in ``(B, T)`` -> logits ``(B, T, V)``, attention ``(B, T, S)`` or None.
+        """
+        logits, _, weights = self.run_decoder(
+            memory, tgt_in, self.init_state(memory), need_attention
+        )
+        return logits, weights
+
+    def decode_step(
+        self, memory: Any, state: Any, tokens: Tensor, *, need_attention: bool = False
+    ) -> tuple[Tensor, Any, Tensor | None]:
+        """Feed one token per row: next-token logits, the new state, attention on request.
+
+        Shape:
+            tokens ``(B,)`` or ``(B, 1)`` -> logits ``(B, V)``, state, attention ``(B, S)`` or None.
+        """
+        logits, state, weights = self.run_decoder(
+            memory, tokens.reshape(-1, 1), state, need_attention
+        )  # (B, 1, V)
+        return logits[:, 0], state, (None if weights is None else weights[:, 0])  # (B, V)
+
+    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits. Shape: ``(B, S), (B,), (B, T) -> (B, T, V)``."""
+        return self.decode(self.encode(src, src_len), tgt_in)[0]  # (B, T, V)
+
+    def loss(self, batch: TranslationBatch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
+        """Mean cross-entropy over the real target tokens of ``batch``, and their number."""
+        logits = self(batch.src, batch.src_len, batch.tgt_in)  # (B, T, V)
+        return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_len, label_smoothing)
