@@ -49,11 +49,11 @@ from torch import nn
 from seqlab.config import load_config
 from seqlab.data.translation_batching import PAD, TranslationBatches, pad_sequences
 from seqlab.experiment import load_run
-from seqlab.training.optim import build_optimizer
-from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.models.search import greedy_search
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
+from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.tasks.translation import build_translation_experiment, encode_sources
+from seqlab.training.optim import build_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from seqlab.models.bahdanau import Bahdanau
 from seqlab.config import BahdanauConfig
 from seqlab.data.translation_batching import PAD
+from seqlab.models.bahdanau import Bahdanau
 from translation_helpers import check_loss_ignores_padding, random_translation_batch
 
 SRC_V, TGT_V, E, H = 13, 11, 8, 12

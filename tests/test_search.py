@@ -11,9 +11,9 @@ import pytest
 import torch
 from torch import nn
 
-from seqlab.models.bahdanau import Bahdanau
 from seqlab.config import BahdanauConfig, Seq2SeqConfig, TransformerConfig
 from seqlab.data.translation_batching import BOS, EOS, PAD, Batch, pad_sequences
+from seqlab.models.bahdanau import Bahdanau
 from seqlab.models.search import beam_search, greedy_search, max_output_lengths
 from seqlab.models.seq2seq import Seq2Seq
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq

@@ -12,11 +12,11 @@ import pytest
 import torch
 import yaml
 
-from seqlab.training import checkpoint as ckpt
-from seqlab.training.callbacks import read_metrics
 from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError
 from seqlab.experiment import load_run, train
+from seqlab.training import checkpoint as ckpt
+from seqlab.training.callbacks import read_metrics
 from seqlab.training.trainer import LossOutput, Trainer, TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from seqlab.training import checkpoint as ckpt
-from seqlab.training import distributed as dist
-from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar
 from seqlab.config import ExperimentConfig, load_config, save_config
 from seqlab.errors import ConfigError
 from seqlab.tasks.language_modeling import LM_ARCHS, build_lm_experiment
+from seqlab.training import checkpoint as ckpt
+from seqlab.training import distributed as dist
+from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar
 from seqlab.training.trainer import Callback, Trainer
 
 

@@ -24,10 +24,10 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from seqlab.training import checkpoint as ckpt
-from seqlab.training import distributed as dist
 from seqlab.config import TrainConfig
 from seqlab.errors import SeqlabError
+from seqlab.training import checkpoint as ckpt
+from seqlab.training import distributed as dist
 from seqlab.training.optim import PlateauHalver, build_optimizer, build_scheduler
 
 
