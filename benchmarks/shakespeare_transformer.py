@@ -44,10 +44,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nanogpt_reference import shakespeare_corpus, train_reference, validation_loss  # noqa: E402
+from seqlab import load  # noqa: E402
 from seqlab.config import ExperimentConfig, load_config  # noqa: E402
-from seqlab.experiment import load_run, train  # noqa: E402
-from seqlab.tasks.language_modeling import build_lm_experiment, lm_loss  # noqa: E402
-from seqlab.training.optim import build_optimizer  # noqa: E402
+from seqlab.experiment import train  # noqa: E402
+from seqlab.tasks.language_modeling import (  # noqa: E402
+    build_experiment,
+    lm_loss,
+    load_corpus,
+)
+from seqlab.training.optim import build_optimizer
+from seqlab.training.precision import autocast, resolve_precision  # noqa: E402
 from seqlab.training.trainer import Callback, Trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,16 +80,16 @@ def calibrate_steps(
     Times ``probe_steps`` steps (after 5 warm-up steps) of a throw-away model on real batches,
     with the config's precision, optimizer and gradient clipping.
     """
-    exp = build_lm_experiment(cfg)
+    exp = build_experiment(cfg)
     model, optimizer = exp.model, build_optimizer(exp.model, cfg.train)
     model.train()
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.train.precision == "bf16")
+    precision = resolve_precision(cfg.train.precision)
     batches = iter(exp.train_batches)
     start = 0.0
     for i in range(5 + probe_steps):
         if i == 5:
             start = time.perf_counter()
-        with autocast:
+        with autocast(precision):
             loss = lm_loss(model, next(batches), None).loss
         optimizer.zero_grad(set_to_none=True)
         loss.float().backward()
@@ -106,7 +112,8 @@ def run_seqlab(
     cfg = load_config(CONFIG, overrides)
     clock = _StepClock()
     summary = train(cfg, run_dir, callbacks=[clock])
-    _, model, exp, _ = load_run(run_dir, "latest")
+    trained = load(run_dir, "latest")
+    model, corpus = trained.model, load_corpus(cfg, trained.tokenizer, trained.vocab)
     context = cfg.data.num_steps
     return {
         "config": str(CONFIG.relative_to(ROOT)),
@@ -116,8 +123,8 @@ def run_seqlab(
         "max_steps": cfg.train.max_steps,
         "stopped": summary["stopped"],
         "train_s": clock.train_s,
-        "val_loss": validation_loss(model, exp.corpus, context),
-        "val_loss_window64": validation_loss(model, exp.corpus, 64),
+        "val_loss": validation_loss(model, corpus, context),
+        "val_loss_window64": validation_loss(model, corpus, 64),
         "context": context,
         "trainer_val_loss": summary["best"],
     }

@@ -46,14 +46,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seqlab import load
 from seqlab.config import load_config
 from seqlab.data.translation_batching import PAD, TranslationBatches, pad_sequences
-from seqlab.experiment import load_run
 from seqlab.models.search import greedy_search
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 from seqlab.nn.positional_encoding import sinusoidal_table
-from seqlab.tasks.translation import build_translation_experiment, encode_sources
+from seqlab.tasks.translation import build_experiment, load_pairs
 from seqlab.training.optim import build_optimizer
+from seqlab.training.precision import autocast, resolve_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -209,11 +210,11 @@ def decoding_flops(
 
 def training_throughput(steps: int, config: Path) -> dict:
     cfg = load_config(config)
-    exp = build_translation_experiment(cfg)
+    exp = build_experiment(cfg)
     m = cfg.model
     ref = ReferenceTransformer(
-        len(exp.vocabs.src_vocab),
-        len(exp.vocabs.tgt_vocab),
+        exp.meta["src_vocab_size"],
+        exp.meta["tgt_vocab_size"],
         m.d_model,
         m.num_heads,
         m.encoder_layers,
@@ -226,14 +227,14 @@ def training_throughput(steps: int, config: Path) -> dict:
     data = exp.train_batches.data
     bucketed = iter(TranslationBatches(data, cfg.data.batch_tokens, bucket=True, seed=1))
     unbucketed = iter(TranslationBatches(data, cfg.data.batch_tokens, bucket=False, seed=1))
-    bf16 = cfg.train.precision == "bf16"
+    precision = resolve_precision(cfg.train.precision)
     totals = {"seqlab": [0.0, 0], "reference": [0.0, 0]}
     ours.train()
     ref.train()
     for i in range(steps + 2):
         batch = next(bucketed)
         start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with autocast(precision):
             loss, n = ours.loss(batch, label_smoothing=cfg.train.label_smoothing)
         opt_ours.zero_grad(set_to_none=True)
         loss.backward()
@@ -272,20 +273,16 @@ def training_throughput(steps: int, config: Path) -> dict:
 def decoding_speed(
     checkpoint: str | None, config: Path, limit: int | None, chunk: int = 256
 ) -> dict:
-    if checkpoint:
-        cfg, model, exp, _ = load_run(checkpoint)
-    else:
-        cfg = load_config(config)
-        exp = build_translation_experiment(cfg)
-        model = exp.model
+    translator = load(checkpoint) if checkpoint else build_experiment(load_config(config)).predictor
+    cfg, model = translator.cfg, translator.model
     if not isinstance(model, TransformerSeq2Seq):
         raise SystemExit(
             f"--checkpoint {checkpoint}: a {type(model).__name__} run; the decoding benchmark "
             "needs a Transformer translation run (configs/multi30k-en-de-transformer.yaml)"
         )
     model.eval()
-    sources = [s for s, _ in exp.splits["val"]][:limit]
-    ids, _ = encode_sources(sources, exp.vocabs, cfg.data.max_len)
+    sources = [s for s, _ in load_pairs(cfg)["val"]][:limit]
+    ids = [translator.source_ids(s) for s in sources]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     traced = TracedDecoding(model)  # the cached run, with its steps recorded
     variants = {  # name: (model, use_cache)

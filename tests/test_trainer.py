@@ -12,9 +12,10 @@ import pytest
 import torch
 import yaml
 
+from seqlab import load
 from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError
-from seqlab.experiment import load_run, train
+from seqlab.experiment import train
 from seqlab.training import checkpoint as ckpt
 from seqlab.training.callbacks import read_metrics
 from seqlab.training.trainer import LossOutput, Trainer, TrainingDiverged
@@ -177,21 +178,21 @@ def test_bad_checkpoints_are_refused_with_the_file_named(tmp_path):
     run = tmp_path / "run"
     train(config_from_dict(raw), run)
     path = ckpt.find_checkpoint(run, "latest")
-    load_run(run)  # loads fine
+    load(run)  # loads fine
 
     bad = tmp_path / "truncated"
     shutil.copytree(run, bad)
     weights = ckpt.find_checkpoint(bad, "latest") / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(CheckpointError, match=r"model\.safetensors.*corrupt"):
-        load_run(bad)
+        load(bad)
 
     foreign = tmp_path / "foreign"
     shutil.copytree(run, foreign)
     meta = ckpt.find_checkpoint(foreign, "latest") / "meta.json"
     meta.write_text(json.dumps({"format": "someone-else/3"}))
     with pytest.raises(CheckpointError, match="not a seqlab checkpoint"):
-        load_run(foreign)
+        load(foreign)
 
     other = tmp_path / "other-shape"
     shutil.copytree(run, other)
@@ -199,7 +200,7 @@ def test_bad_checkpoints_are_refused_with_the_file_named(tmp_path):
     cfg["model"]["hidden_size"] = 24
     (other / "config.yaml").write_text(yaml.safe_dump(cfg))
     with pytest.raises(CheckpointError, match="has shape"):
-        load_run(other)
+        load(other)
     assert path.is_dir()
 
 

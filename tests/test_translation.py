@@ -5,11 +5,12 @@ import warnings
 
 import pytest
 
+from seqlab import load
 from seqlab.cli import main
 from seqlab.config import config_from_dict
 from seqlab.data.dates import NUM_FORMATS, date_splits, make_date_pairs, render
-from seqlab.experiment import load_run, train
-from seqlab.tasks.translation import score_translations
+from seqlab.experiment import train
+from seqlab.tasks.translation import load_pairs, score_translations
 
 
 def test_date_pairs_are_correct_and_splits_disjoint():
@@ -107,7 +108,20 @@ def test_translate_nbest_and_evaluate_json(dates_run, tmp_path, capsys):
     inputs = tmp_path / "in.txt"
     inputs.write_text("May 9, 1998\n")
     assert (
-        main(["translate", "--checkpoint", str(run), "--input", str(inputs), "--nbest", "3"]) == 0
+        main(
+            [
+                "translate",
+                "--checkpoint",
+                str(run),
+                "--input",
+                str(inputs),
+                "--beam",
+                "5",
+                "--nbest",
+                "3",
+            ]
+        )
+        == 0
     )
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [r[1] for r in rows] == ["0", "1", "2"]
@@ -119,20 +133,17 @@ def test_translate_nbest_and_evaluate_json(dates_run, tmp_path, capsys):
 
 
 def test_greedy_and_beam1_agree_through_translate(dates_run):
-    from seqlab.config import DecodeConfig
-    from seqlab.tasks.translation import translate
+    from seqlab.data.translation_batching import pad_sequences
+    from seqlab.models.search import beam_search
 
     run, _ = dates_run
-    cfg, model, exp, _ = load_run(run)
-    sources = [s for s, _ in exp.splits["val"]]
-    greedy = translate(
-        model, exp.vocabs, sources, DecodeConfig(strategy="greedy"), cfg.data.max_len
-    )
-    beam1 = translate(
-        model, exp.vocabs, sources, DecodeConfig(strategy="beam", beam_size=1), cfg.data.max_len
-    )
+    m = load(run)
+    sources = [s for s, _ in load_pairs(m.cfg)["val"]]
+    greedy = m.hypotheses(sources)  # the run's decode section: greedy
+    assert m.cfg.decode.strategy == "greedy"
+    src, src_len = pad_sequences([m.source_ids(s) for s in sources])
+    limits = {"max_len_a": m.cfg.decode.max_len_a, "max_len_b": m.cfg.decode.max_len_b}
+    beam1 = beam_search(m.model, src, src_len, beam_size=1, **limits)
     assert [g[0].tokens for g in greedy] == [b[0].tokens for b in beam1]
-    alone = translate(
-        model, exp.vocabs, sources[:1], DecodeConfig(strategy="greedy"), cfg.data.max_len
-    )
+    alone = m.hypotheses(sources[:1])
     assert alone[0][0].tokens == greedy[0][0].tokens

@@ -1,3 +1,27 @@
-"""seqlab: sequence models from RNNs to the Transformer, readable, tested and fast on a CPU."""
+"""seqlab: sequence models from RNNs to the Transformer, readable, tested and fast on a CPU.
+
+The Python API for trained models::
+
+    from seqlab import load
+    m = load("runs/m30-en-de-transformer")        # the run directory alone
+    m.translate(["A man rides a bike."], beam=5)  # translation runs
+    m.score(sources, references)                  # BLEU, chrF
+    m.generate("time traveller", tokens=100)      # language-model runs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from seqlab.tasks.base import Predictor
+
+
+def load(run_dir: str | Path, which: str = "best") -> Predictor:
+    """Load a trained model from its run directory (``best``, ``latest`` or a step number)."""
+    from seqlab.tasks import load as load_run
+
+    return load_run(run_dir, which)

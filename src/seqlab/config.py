@@ -14,7 +14,7 @@ import copy
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -34,6 +34,15 @@ class Strict(BaseModel):
 
 # ----------------------------------------------------------------------------------------- data
 DatasetName = Literal["timemachine", "tinyshakespeare", "text", "fra-eng", "multi30k", "dates"]
+#: the task each dataset is for; a model's config names its task too (``task``), and they must agree
+DATASET_TASKS: dict[str, str] = {
+    "timemachine": "language_modeling",
+    "tinyshakespeare": "language_modeling",
+    "text": "language_modeling",
+    "fra-eng": "translation",
+    "multi30k": "translation",
+    "dates": "translation",
+}
 Language = Literal["en", "de", "fr"]
 
 
@@ -57,7 +66,9 @@ class DataConfig(Strict):
     )
     subword: SubwordConfig = SubwordConfig()
     min_freq: NonNegative = 0
-    max_vocab: Positive | None = None
+    max_vocab: Annotated[int, Field(ge=4)] | None = Field(
+        None, description="at most this many tokens, the 4 reserved ones included"
+    )
     # language modelling
     num_steps: Positive = 35
     batch_size: Positive = 32
@@ -66,7 +77,9 @@ class DataConfig(Strict):
     # translation
     src_lang: Language = "en"
     tgt_lang: Language = "de"
-    max_len: Positive = 100
+    max_len: Annotated[int, Field(ge=2)] = Field(
+        100, description="longest sentence in positions, <bos>/<eos> included"
+    )
     batch_tokens: Positive = 4096
     num_examples: Positive | None = Field(None, description="use only the first N pairs")
     val_examples: Positive = Field(1000, description="held-out pairs when the dataset has no split")
@@ -90,6 +103,7 @@ class RNNLMConfig(Strict):
     """Recurrent language model: embedding (or one-hot) → stacked RNN → linear to vocabulary."""
 
     arch: Literal["rnn_lm"] = "rnn_lm"
+    task: ClassVar[str] = "language_modeling"
     cell: CellName = "lstm"
     backend: Literal["scratch", "fused"] = "fused"
     embed_dim: NonNegative = Field(0, description="0 feeds one-hot vectors, as in d2l")
@@ -116,6 +130,7 @@ class TransformerLMConfig(Strict):
     """Decoder-only Transformer language model (causal self-attention)."""
 
     arch: Literal["transformer_lm"] = "transformer_lm"
+    task: ClassVar[str] = "language_modeling"
     d_model: Positive = 128
     num_heads: Positive = 4
     num_layers: Positive = 4
@@ -139,6 +154,7 @@ class Seq2SeqConfig(Strict):
     """RNN encoder–decoder (Sutskever et al. 2014 / Cho et al. 2014)."""
 
     arch: Literal["seq2seq"] = "seq2seq"
+    task: ClassVar[str] = "translation"
     cell: Literal["gru", "lstm"] = "gru"
     embed_dim: Positive = 256
     hidden_size: Positive = 512
@@ -150,6 +166,7 @@ class BahdanauConfig(Strict):
     """Attentive RNN encoder–decoder (Bahdanau et al. 2014), bidirectional GRU encoder."""
 
     arch: Literal["bahdanau"] = "bahdanau"
+    task: ClassVar[str] = "translation"
     embed_dim: Positive = 256
     hidden_size: Positive = 512
     num_layers: Positive = 1
@@ -160,6 +177,7 @@ class TransformerConfig(Strict):
     """Encoder–decoder Transformer (Vaswani et al. 2017)."""
 
     arch: Literal["transformer"] = "transformer"
+    task: ClassVar[str] = "translation"
     d_model: Positive = 256
     num_heads: Positive = 4
     encoder_layers: Positive = 4
@@ -198,6 +216,10 @@ class TrainConfig(Strict):
     momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
     schedule: Literal["constant", "cosine", "inverse_sqrt", "plateau"] = "constant"
     warmup_steps: NonNegative = 0
+    warmup_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] | None = Field(
+        None,
+        description="warm-up as a share of the training budget (steps, or time when max_minutes runs out first); instead of warmup_steps",
+    )
     min_lr_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1
     epochs: Positive = 10
     max_steps: Positive | None = Field(None, description="stop after this many optimizer steps")
@@ -207,7 +229,12 @@ class TrainConfig(Strict):
     )
     grad_clip: Annotated[float, Field(gt=0.0)] | None = 1.0
     label_smoothing: Probability = 0.0
-    precision: Literal["fp32", "bf16"] = "fp32"
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 where the hardware runs it natively, else fp32"
+    )
+    accumulate: Positive = Field(
+        1, description="minibatches per optimizer step (gradient accumulation), per process"
+    )
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     threads: NonNegative = Field(0, description="torch threads; 0 leaves PyTorch's default")
     log_every: Positive = 50
@@ -220,9 +247,27 @@ class TrainConfig(Strict):
     )
     average_last: NonNegative = Field(0, description="average the last N checkpoints at the end")
 
+    @model_validator(mode="after")
+    def _warmup(self) -> TrainConfig:
+        if self.warmup_fraction is not None and self.warmup_steps:
+            raise ValueError(
+                f"set train.warmup_steps ({self.warmup_steps}) or train.warmup_fraction "
+                f"({self.warmup_fraction}), not both"
+            )
+        if self.warmup_fraction is not None and self.schedule == "inverse_sqrt":
+            raise ValueError(
+                "schedule inverse_sqrt is defined by train.warmup_steps; warmup_fraction does not apply"
+            )
+        return self
+
 
 class DecodeConfig(Strict):
-    """Decoding for generation and translation."""
+    """Decoding for generation and translation.
+
+    Translation decodes with ``greedy`` or ``beam`` search (``nbest`` ≤ ``beam_size``; greedy gives
+    one hypothesis); language models generate with ``greedy`` or ``sample`` (``temperature``,
+    ``top_k``).
+    """
 
     strategy: Literal["greedy", "beam", "sample"] = "greedy"
     beam_size: Positive = 5
@@ -232,16 +277,64 @@ class DecodeConfig(Strict):
     max_len_b: NonNegative = 10
     temperature: Annotated[float, Field(gt=0.0)] = 1.0
     top_k: NonNegative = 0
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="evaluation and decoding (validation during training too)"
+    )
+
+    @model_validator(mode="after")
+    def _nbest(self) -> DecodeConfig:
+        width = self.beam_size if self.strategy == "beam" else 1
+        if self.nbest > width:
+            raise ValueError(
+                f"decode.nbest={self.nbest} needs a beam at least that wide, but the search is "
+                + (f"beam with beam_size={self.beam_size}" if width > 1 else f"{self.strategy}")
+            )
+        return self
 
 
 class ExperimentConfig(Strict):
-    """One experiment: the four sections of a YAML config file."""
+    """One experiment: the four sections of a YAML config file, checked against each other."""
 
     name: str = "experiment"
     data: DataConfig = DataConfig()
     model: ModelConfig = RNNLMConfig()
     train: TrainConfig = TrainConfig()
     decode: DecodeConfig = DecodeConfig()
+
+    @property
+    def task(self) -> str:
+        """``language_modeling``, ``translation``, …: what the model is for."""
+        return self.model.task
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ExperimentConfig:
+        data, model = self.data, self.model
+        wanted = DATASET_TASKS[data.dataset]
+        if wanted != model.task:
+            raise ValueError(
+                f"data.dataset={data.dataset} is a {wanted.replace('_', ' ')} dataset, but "
+                f"model.arch={model.arch} is a {model.task.replace('_', ' ')} model"
+            )
+        if model.task == "translation":
+            if self.decode.strategy == "sample":
+                raise ValueError(
+                    "decode.strategy=sample is for language models; translation decodes with "
+                    "greedy or beam"
+                )
+            model_len = getattr(model, "max_len", None)
+            if model_len is not None and model_len < data.max_len:
+                raise ValueError(
+                    f"model.max_len={model_len} is smaller than data.max_len={data.max_len}: "
+                    "the model could not read the longest sentences; raise model.max_len"
+                )
+        if model.arch == "transformer_lm" and model.max_len < data.num_steps:
+            raise ValueError(
+                f"model.max_len={model.max_len} is smaller than data.num_steps={data.num_steps}: "
+                "training windows would not fit; raise model.max_len"
+            )
+        if model.task == "language_modeling" and data.tokenizer == "subword":
+            raise ValueError("language models take data.tokenizer char or word, not subword")
+        return self
 
 
 # ------------------------------------------------------------------------------ loading, errors
@@ -356,19 +449,72 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ExperimentC
         raise ConfigError(format_validation_error(err, source)) from None
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read a YAML experiment file, apply dotted overrides, validate."""
-    path = Path(path)
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(
+                    f"{self.name}:{line}: key {key!r} appears twice in one section "
+                    f"(first on line {seen[key]}); keep one"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, naming the file and line of any problem (duplicate keys included)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config path is a directory, not a YAML file: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    loader = _UniqueKeyLoader(text)
+    loader.name = str(path)
     try:
-        raw = yaml.safe_load(text) or {}
+        return loader.get_single_data()
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def find_config(name: str | Path) -> Path:
+    """A config file path, or the name of a config shipped with seqlab (``dates-bahdanau``)."""
+    path = Path(name)
+    if path.exists() or len(path.parts) > 1:
+        return path
+    packaged = PACKAGED_CONFIGS / (path.name if path.suffix else f"{path.name}.yaml")
+    if packaged.is_file():
+        return packaged
+    shipped = ", ".join(sorted(p.stem for p in PACKAGED_CONFIGS.glob("*.yaml")))
+    raise ConfigError(f"config file not found: {path} (configs shipped with seqlab: {shipped})")
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Read a YAML experiment file (or a shipped config by name), apply overrides, validate."""
+    path = find_config(path)
+    raw = read_yaml(path)
+    if raw is None:
+        raise ConfigError(
+            f"{path} is empty; an experiment needs at least its model section "
+            "(see configs/reference.yaml)"
+        )
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+        raise ConfigError(
+            f"{path}: expected a mapping of sections (data, model, train, decode) at the top "
+            f"level, got {type(raw).__name__}"
+        )
     source = str(path)
     if overrides:
         raw = apply_overrides(raw, overrides)

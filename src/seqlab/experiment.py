@@ -1,13 +1,15 @@
-"""Run an experiment from its config: build, train, reload. The command line calls these.
+"""Train an experiment into a run directory, or continue one: the pipeline behind ``seqlab train``.
 
-An experiment object (:class:`seqlab.language_modeling.LMExperiment` or
-:class:`seqlab.translation.TranslationExperiment`) bundles what the trainer needs: ``model``,
-``train_batches``, ``loss_fn``, ``evaluate``, ``select`` (the metric choosing the best
-checkpoint), ``save_artefacts`` (vocabularies, tokenizers) and ``extra_meta``.
+Order matters, so that a mistake never costs the user anything: everything is checked and loaded
+first (the config, the run directory, the data, the checkpoint to resume), and files are written
+last. A new run goes only into a new or empty directory, or one that holds a seqlab run that
+never saved a checkpoint; a resumed run accepts only the overrides it can honour
+(:data:`RESUMABLE`).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,33 +17,69 @@ import torch
 
 from seqlab.config import ExperimentConfig, load_config, save_config
 from seqlab.errors import ConfigError
-from seqlab.tasks.language_modeling import LM_ARCHS, build_lm_experiment
+from seqlab.tasks import artefacts, build_experiment
 from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
 from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar
 from seqlab.training.trainer import Callback, Trainer
 
+#: overrides allowed with ``--resume``: budgets, bookkeeping, the learning rate (applied from the
+#: next step on, the schedule's shape kept) and decoding. Anything else would not take effect or
+#: would not match the checkpoint.
+RESUMABLE = (
+    "train.epochs",
+    "train.max_steps",
+    "train.max_minutes",
+    "train.lr",
+    "train.log_every",
+    "train.eval_every",
+    "train.keep_last",
+    "train.early_stopping_patience",
+    "train.average_last",
+    "train.threads",
+    "decode.*",
+)
+RUN_FILES = {"config.yaml", "metrics.jsonl", "curves.png", "checkpoints"}
 
-def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Any:
-    """Data, vocabularies and model for ``cfg`` (reusing a run's saved vocabularies if given)."""
-    if cfg.model.arch in LM_ARCHS:
-        return build_lm_experiment(cfg, run_dir)
-    from seqlab.tasks.translation import build_translation_experiment
 
-    return build_translation_experiment(cfg, run_dir)
-
-
-def _prepare_run_dir(run_dir: Path, resume: bool) -> None:
-    if resume:
-        if not (run_dir / "config.yaml").exists():
-            raise ConfigError(
-                f"--resume {run_dir}: no config.yaml there; is it a seqlab run directory?"
-            )
-        return
+def check_new_run_dir(run_dir: Path) -> None:
+    """Refuse a directory that holds anything but a seqlab run without checkpoints."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"--out {run_dir} exists and is not a directory")
     if ckpt.list_steps(run_dir):
         raise ConfigError(
-            f"{run_dir} already holds checkpoints; pass --resume {run_dir} to continue it, or choose another --out"
+            f"{run_dir} already holds checkpoints; pass --resume {run_dir} to continue it, "
+            "or choose another --out"
         )
+    if run_dir.is_dir():
+        foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_FILES | artefacts())
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise ConfigError(
+                f"--out {run_dir} already holds files that are not a seqlab run ({shown}); "
+                "choose a new or empty directory (nothing was written)"
+            )
+    probe = run_dir
+    while not probe.exists():
+        probe = probe.parent
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {run_dir}: cannot write into {probe}")
+
+
+def resume_config(run_dir: Path, overrides: list[str]) -> ExperimentConfig:
+    """The run's own config with the overrides a resumed run can honour."""
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(
+            f"--resume {run_dir}: no config.yaml there; is it a seqlab run directory?"
+        )
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        if key not in RESUMABLE and not (key.startswith("decode.") and "decode.*" in RESUMABLE):
+            raise ConfigError(
+                f"--resume cannot change {key}: the checkpoint was trained with the run's own "
+                f"value; allowed on resume: {', '.join(RESUMABLE)}"
+            )
+    return load_config(run_dir / "config.yaml", overrides)
 
 
 def train(
@@ -51,19 +89,17 @@ def train(
     overrides: list[str] | None = None,
     callbacks: list[Callback] | None = None,
 ) -> dict[str, Any]:
-    """Train ``cfg`` into ``run_dir`` (or continue the run there when ``resume``)."""
+    """Train ``cfg`` into ``run_dir``, or continue the run there when ``resume``."""
     run_dir = Path(run_dir)
-    _prepare_run_dir(run_dir, resume)
     if resume:
-        cfg = load_config(run_dir / "config.yaml", overrides or [])
-    assert cfg is not None
+        cfg = resume_config(run_dir, overrides or [])
+    elif cfg is None:
+        raise ConfigError("a new run needs a config")
+    else:
+        check_new_run_dir(run_dir)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     exp = build_experiment(cfg, run_dir if resume else None)
-    if dist.is_main():
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
-        exp.save_artefacts(run_dir)
     metrics = run_dir / "metrics.jsonl"
     trainer = Trainer(
         exp.model,
@@ -79,55 +115,21 @@ def train(
             CurvePlot(metrics, run_dir / "curves.png"),
             *(callbacks or []),
         ],
-        extra_meta={"arch": cfg.model.arch, **exp.extra_meta()},
+        extra_meta={"arch": cfg.model.arch, **exp.meta},
+        eval_precision=cfg.decode.precision,
     )
     try:
-        summary = trainer.fit(resume=resume)
-        if cfg.train.average_last > 1 and dist.is_main():
-            summary["averaged"] = average_last_checkpoints(
-                run_dir, cfg.train.average_last, exp, trainer
-            )
+        if resume:
+            trainer.restore(ckpt.find_checkpoint(run_dir, "latest"))
+        if dist.is_main():  # everything is loaded: now write
+            run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, run_dir / "config.yaml")
+            if not resume:
+                exp.save_artefacts(run_dir)
+        dist.barrier()
+        summary = trainer.fit()
+        if cfg.train.average_last > 1:
+            summary["averaged"] = trainer.average_last(cfg.train.average_last)
     finally:
         dist.teardown()
     return summary
-
-
-def average_last_checkpoints(run_dir: Path, n: int, exp: Any, trainer: Trainer) -> dict[str, Any]:
-    """Average the last ``n`` kept checkpoints into a new one; it becomes best if it scores better."""
-    steps = ckpt.list_steps(run_dir)[-n:]
-    if len(steps) < 2:
-        return {"skipped": f"only {len(steps)} checkpoint(s) kept; raise train.keep_last"}
-    state = ckpt.average_checkpoints(
-        [ckpt.checkpoint_dir(run_dir) / ckpt.step_name(s) for s in steps]
-    )
-    exp.model.load_state_dict(state)
-    exp.model.eval()
-    with torch.no_grad():
-        metrics = exp.evaluate(exp.model)
-    metric, mode = exp.select
-    better = trainer.pos.best is None or (
-        metrics[metric] > trainer.pos.best if mode == "max" else metrics[metric] < trainer.pos.best
-    )
-    if better:
-        trainer.pos.best = float(metrics[metric])
-        trainer.pos.step += 1  # a new checkpoint name after the last real step
-        trainer.save_checkpoint(is_best=True)
-    return {"steps": steps, **metrics, "is_best": better}
-
-
-def load_run(
-    run_dir: str | Path, which: str = "best"
-) -> tuple[ExperimentConfig, torch.nn.Module, Any, Path]:
-    """Config, model (weights loaded, eval mode), experiment, and checkpoint folder of a run."""
-    run_dir = Path(run_dir)
-    path = ckpt.find_checkpoint(run_dir, which)
-    meta = ckpt.read_meta(path)
-    cfg = load_config(run_dir / "config.yaml")
-    if meta.get("arch") != cfg.model.arch:
-        raise ckpt.CheckpointError(
-            f"{path}: written for model.arch={meta.get('arch')!r}, but {run_dir / 'config.yaml'} says {cfg.model.arch!r}"
-        )
-    exp = build_experiment(cfg, run_dir)
-    ckpt.load_model_weights(exp.model, path)
-    exp.model.eval()
-    return cfg, exp.model, exp, path

@@ -116,3 +116,28 @@ def plot_lines(
     ax.set_title(title)
     ax.legend()
     return save_figure(fig, path)
+
+
+def plot_curves(records: Sequence[dict], path: str | Path) -> Path:
+    """Training curves from ``metrics.jsonl`` records: loss and perplexity, train and validation."""
+    import math
+
+    train = [r for r in records if r.get("kind") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval" and "val_loss" in r]
+    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(10, 4))
+    if train:
+        steps = [r["step"] for r in train]
+        ax_loss.plot(steps, [r["loss"] for r in train], label="train")
+        ax_ppl.plot(steps, [r["ppl"] for r in train], label="train")
+    if evals:
+        steps = [r["step"] for r in evals]
+        losses = [math.nan if r["val_loss"] is None else r["val_loss"] for r in evals]
+        ax_loss.plot(steps, losses, "o-", label="validation")
+        ax_ppl.plot(steps, [math.exp(min(v, 50)) for v in losses], "o-", label="validation")
+    ax_loss.set(xlabel="step", ylabel="loss (nats/token)", title="Cross-entropy")
+    ax_ppl.set(xlabel="step", ylabel="perplexity", title="Perplexity", yscale="log")
+    for ax in (ax_loss, ax_ppl):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=100)

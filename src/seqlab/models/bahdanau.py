@@ -61,6 +61,8 @@ class Bahdanau(EncoderDecoder):
     The decoder state is a tensor ``(L, B, H)``: s_i of each decoder layer.
     """
 
+    has_attention = True
+
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cfg: BahdanauConfig):
         super().__init__()
         self.cfg = cfg

@@ -51,9 +51,12 @@ class EncoderDecoder(nn.Module):
     Attributes:
         max_decode_len: the most decoder positions the model supports (positional tables), or
             None when unbounded.
+        has_attention: whether the model attends to the source (attention can be drawn).
     """
 
     max_decode_len: int | None = None
+    #: whether ``need_attention=True`` returns weights over the source (else always None)
+    has_attention: bool = False
 
     # ---------------------------------------------------------------- written by each model
     def encode(self, src: Tensor, src_len: Tensor) -> Any:

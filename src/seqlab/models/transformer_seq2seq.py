@@ -66,6 +66,8 @@ class TransformerSeq2Seq(EncoderDecoder):
             and ``decode_step`` return when asked for weights; -1 = the last.
     """
 
+    has_attention = True
+
     def __init__(
         self,
         src_vocab_size: int,

@@ -1,1 +1,41 @@
-"""."""
+"""Tasks: data + model + loss + metric + inference for one problem.
+
+Each module here is one task (see :mod:`seqlab.tasks.base` for what it provides); ``TASKS`` maps
+the task names that model configs declare (``ModelConfig.task``) to them. Adding a task means
+adding its module here and its model configs and models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from seqlab.config import ExperimentConfig
+from seqlab.tasks import language_modeling, translation
+from seqlab.tasks.base import Experiment, Predictor, open_run
+
+TASKS: dict[str, ModuleType] = {
+    "language_modeling": language_modeling,
+    "translation": translation,
+}
+
+
+def task_of(cfg: ExperimentConfig) -> ModuleType:
+    """The task module of an experiment (named by its model config)."""
+    return TASKS[cfg.task]
+
+
+def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:
+    """Data, model, loss and metric for training ``cfg`` (a run's own artefacts when resuming)."""
+    return task_of(cfg).build_experiment(cfg, run_dir)
+
+
+def load(run_dir: str | Path, which: str = "best") -> Predictor:
+    """A trained model from its run directory alone (``best``, ``latest`` or a step number)."""
+    run = open_run(run_dir, which)
+    return task_of(run.cfg).load(run)
+
+
+def artefacts() -> set[str]:
+    """Every file name a task may write into a run directory."""
+    return {name for task in TASKS.values() for name in task.ARTEFACTS}

@@ -1,43 +1,37 @@
-"""Language-model experiments: data, model, loss and perplexity, wired for the trainer.
+"""Language modelling: next-token prediction on one text, perplexity, generation.
 
-Perplexity is exp of the mean per-token cross-entropy (d2l §8.4.4): PPL = exp(-1/n Σ log p(x_t | x_<t)).
-Validation walks the held-out tail of the text in B contiguous rows, T tokens at a time; a
-recurrent model carries its state along each row (as in training with sequential
-partitioning), a Transformer sees each window of T tokens on its own.
+Perplexity is exp of the mean per-token cross-entropy (d2l §8.4.4):
+PPL = exp(-1/n Σ log p(x_t | x_<t)). Evaluation walks a token sequence in B contiguous rows, T
+tokens at a time, every token predicted once; a recurrent model carries its state along each row
+(as in training with sequential partitioning), a Transformer sees each window of T tokens on its
+own.
+
+A run directory holds ``vocab.json`` and ``tokenizer.json`` besides the config and checkpoints;
+:func:`load` needs nothing else.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab.config import ExperimentConfig, RNNLMConfig, TransformerLMConfig
+from seqlab.config import ExperimentConfig
 from seqlab.data.lm_batching import LMBatches
 from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus, corpus_path, read_text
-from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
+from seqlab.data.tokenizers import Tokenizer, load_tokenizer, save_tokenizer
 from seqlab.data.vocab import Vocab
+from seqlab.errors import DataError, SeqlabError
+from seqlab.models import build_model
+from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
+from seqlab.training.precision import autocast
+from seqlab.training.selection import Selection
 from seqlab.training.trainer import LossOutput
 
-LM_ARCHS = ("rnn_lm", "transformer_lm")
-
-
-def build_lm_model(cfg: ExperimentConfig, vocab_size: int) -> nn.Module:
-    """The one place a language model is constructed from its config."""
-    if isinstance(cfg.model, RNNLMConfig):
-        from seqlab.models.rnn_lm import RNNLanguageModel
-
-        return RNNLanguageModel(vocab_size, cfg.model)
-    if isinstance(cfg.model, TransformerLMConfig):
-        from seqlab.models.transformer_lm import TransformerLanguageModel
-
-        return TransformerLanguageModel(vocab_size, cfg.model)
-    raise ValueError(
-        f"model.arch={cfg.model.arch!r} is not a language model ({', '.join(LM_ARCHS)})"
-    )
+ARTEFACTS = ("vocab.json", "tokenizer.json")
 
 
 def is_recurrent(model: nn.Module) -> bool:
@@ -58,7 +52,13 @@ def lm_loss(model: nn.Module, batch: tuple[Tensor, Tensor], state: object) -> Lo
 
 @torch.no_grad()
 def evaluate_lm(model: nn.Module, ids: Tensor, batch_size: int, num_steps: int) -> dict[str, float]:
-    """Validation loss and perplexity over the whole of ``ids`` (every token predicted once)."""
+    """Loss and perplexity over the whole of ``ids`` (every token after the first predicted once).
+
+    Raises:
+        DataError: fewer than two tokens (nothing to predict).
+    """
+    if len(ids) < 2:
+        raise DataError(f"cannot measure perplexity on {len(ids)} token(s); need at least 2")
     device = next(model.parameters()).device
     rows = min(batch_size, max((len(ids) - 1) // num_steps, 1))
     n = (len(ids) - 1) // rows * rows
@@ -75,38 +75,18 @@ def evaluate_lm(model: nn.Module, ids: Tensor, batch_size: int, num_steps: int) 
             logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1), reduction="sum"
         ).item()
         count += y.numel()
-    loss = total / max(count, 1)
+    loss = total / count
     return {"val_loss": loss, "val_ppl": float(torch.tensor(loss).exp())}
 
 
-@dataclass
-class LMExperiment:
-    model: nn.Module
-    corpus: LMCorpus
-    train_batches: LMBatches
-    select: tuple[str, str] = ("val_loss", "min")
-    loss_fn = staticmethod(lm_loss)
-
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
-        cfg = self.train_batches
-        return evaluate_lm(model, self.corpus.val, cfg.batch_size, cfg.num_steps)
-
-    def save_artefacts(self, run_dir: Path) -> None:
-        self.corpus.vocab.save(Path(run_dir) / "vocab.json")
-        save_tokenizer(self.corpus.tokenizer, run_dir)
-
-    def extra_meta(self) -> dict[str, int]:
-        return {"vocab_size": len(self.corpus.vocab)}
-
-
-def build_lm_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> LMExperiment:
-    """Load the corpus (reusing a run's saved vocabulary and tokenizer when present), build the model."""
-    vocab = tokenizer = None
-    if run_dir is not None and (Path(run_dir) / "vocab.json").exists():
-        vocab = Vocab.load(Path(run_dir) / "vocab.json")
-        tokenizer = load_tokenizer(run_dir)
+# ------------------------------------------------------------------------------- training
+def load_corpus(
+    cfg: ExperimentConfig, tokenizer: Tokenizer | None = None, vocab: Vocab | None = None
+) -> LMCorpus:
+    """The configured text, split into train/val ids (with a run's own tokenizer and vocabulary
+    when given, else built on the training part)."""
     d = cfg.data
-    corpus = build_lm_corpus(
+    return build_lm_corpus(
         read_text(corpus_path(d.dataset, d.path)),
         tokenizer=d.tokenizer,
         normalize=d.normalize,
@@ -116,46 +96,154 @@ def build_lm_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> L
         tok=tokenizer,
         vocab=vocab,
     )
-    batches = LMBatches(
-        corpus.train,
-        cfg.data.batch_size,
-        cfg.data.num_steps,
-        cfg.data.sampling,
-        seed=cfg.train.seed,
-    )
+
+
+def load_artefacts(run: Run) -> tuple[Vocab, Tokenizer]:
+    vocab = Vocab.load(run.file("vocab.json"))
+    run.file("tokenizer.json")
+    run.check_size("vocab_size", len(vocab))
+    return vocab, load_tokenizer(run.run_dir)
+
+
+def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:
+    """Corpus, batches and model; reusing the run's vocabulary and tokenizer when resuming."""
+    vocab = tokenizer = None
+    if run_dir is not None:
+        vocab = Vocab.load(Path(run_dir) / "vocab.json")
+        tokenizer = load_tokenizer(run_dir)
+    corpus = load_corpus(cfg, tokenizer, vocab)
+    d = cfg.data
+    where = f"data.dataset={d.dataset}" + (f" ({d.path})" if d.path else "")
+    if len(corpus.val) < 2:
+        raise DataError(
+            f"{where}: the validation split (data.val_fraction={d.val_fraction}) holds "
+            f"{len(corpus.val)} token(s); perplexity needs at least 2: use a longer text or a "
+            "larger val_fraction"
+        )
+    try:
+        batches = LMBatches(
+            corpus.train, d.batch_size, d.num_steps, d.sampling, seed=cfg.train.seed
+        )
+    except ValueError as exc:
+        raise DataError(
+            f"{where}: {exc}; lower data.batch_size or data.num_steps, or use a longer text"
+        ) from None
+    if not len(batches):
+        raise DataError(
+            f"{where}: the training split ({len(corpus.train)} tokens) yields no minibatch of "
+            f"data.batch_size={d.batch_size} × data.num_steps={d.num_steps}"
+        )
     torch.manual_seed(cfg.train.seed)
-    model = build_lm_model(cfg, len(corpus.vocab))
-    return LMExperiment(model, corpus, batches)
+    model = build_model(cfg.model, vocab_size=len(corpus.vocab))
 
+    def save_artefacts(directory: Path) -> None:
+        corpus.vocab.save(Path(directory) / "vocab.json")
+        save_tokenizer(corpus.tokenizer, directory)
 
-def generate_text(
-    model: nn.Module,
-    corpus: LMCorpus,
-    prefix: str,
-    num_tokens: int,
-    strategy: str = "greedy",
-    temperature: float = 1.0,
-    top_k: int = 0,
-    seed: int = 0,
-) -> str:
-    """Warm up on ``prefix`` and continue it by ``num_tokens`` tokens; returns prefix + continuation."""
-    tok, vocab = corpus.tokenizer, corpus.vocab
-    prefix_tokens = tok.tokenize(prefix)
-    if not prefix_tokens:  # start from a random training token rather than nothing
-        prefix_tokens = [vocab.to_tokens(int(corpus.train[0]))]
-    ids = vocab[prefix_tokens]
-    if is_recurrent(model):
-        from seqlab.models.rnn_lm import generate
-    else:
-        from seqlab.models.transformer_lm import generate
-    gen = torch.Generator().manual_seed(seed)
-    out = generate(
-        model,
-        ids,
-        num_tokens,
-        strategy=strategy,
-        temperature=temperature,
-        top_k=top_k,
-        generator=gen,
+    return Experiment(
+        model=model,
+        train_batches=batches,
+        loss_fn=lm_loss,
+        evaluate=lambda m: evaluate_lm(m, corpus.val, d.batch_size, d.num_steps),
+        select=Selection("val_loss", "min"),
+        save_artefacts=save_artefacts,
+        predictor=LanguageModel(model, cfg, corpus.vocab, corpus.tokenizer),
+        meta={"vocab_size": len(corpus.vocab)},
     )
-    return tok.detokenize(vocab.to_tokens(list(ids) + list(out)))
+
+
+# ------------------------------------------------------------------------------ inference
+class LanguageModel(Predictor):
+    """A trained language model: generate text, measure perplexity."""
+
+    task = "language_modeling"
+    capabilities: ClassVar[tuple[str, ...]] = ("generate", "perplexity", "evaluate_split")
+    commands: ClassVar[tuple[str, ...]] = ("generate", "evaluate")
+
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: ExperimentConfig,
+        vocab: Vocab,
+        tokenizer: Tokenizer,
+        run: Run | None = None,
+    ) -> None:
+        super().__init__(model, cfg, run)
+        self.vocab, self.tokenizer = vocab, tokenizer
+
+    def generate(
+        self,
+        prefix: str = "",
+        tokens: int = 100,
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> str:
+        """Continue ``prefix`` by ``tokens`` tokens; returns prefix + continuation.
+
+        Args:
+            temperature: None = the config's ``decode`` section; 0 = greedy (argmax); > 0 =
+                sample from softmax(logits / temperature).
+            top_k: sample among the k most likely tokens (0 = all); given alone it samples at
+                temperature 1.
+            seed: the sampling seed (reproducible text).
+        """
+        strategy, temp, k = self._sampling(temperature, top_k)
+        if tokens < 0:
+            raise SeqlabError(f"number of tokens to generate must be >= 0, got {tokens}")
+        pieces = self.tokenizer.tokenize(prefix)
+        if not pieces:  # no context: start from the most frequent token
+            pieces = [self.vocab.to_tokens(self.vocab.num_reserved)]
+        ids = self.vocab[pieces]
+        if is_recurrent(self.model):
+            from seqlab.models.rnn_lm import generate
+        else:
+            from seqlab.models.transformer_lm import generate
+        gen = torch.Generator().manual_seed(seed)
+        with autocast(self.precision):
+            out = generate(
+                self.model, ids, tokens, strategy=strategy, temperature=temp, top_k=k, generator=gen
+            )
+        return self.tokenizer.detokenize(self.vocab.to_tokens(list(ids) + list(out)))
+
+    def _sampling(self, temperature: float | None, top_k: int | None) -> tuple[str, float, int]:
+        d = self.cfg.decode
+        if temperature is not None and temperature < 0:
+            raise SeqlabError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        if top_k is not None and top_k < 0:
+            raise SeqlabError(f"top_k must be >= 0 (0 = all tokens), got {top_k}")
+        if temperature is None and not top_k:
+            return d.strategy, d.temperature, d.top_k
+        if temperature == 0:
+            if top_k:
+                raise SeqlabError("top_k applies to sampling; temperature 0 means greedy")
+            return "greedy", 1.0, 0
+        return "sample", temperature if temperature is not None else 1.0, top_k or 0
+
+    def perplexity(self, text: str) -> dict[str, float]:
+        """Loss (nats/token) and perplexity of ``text`` under the model."""
+        ids = torch.tensor(self.vocab[self.tokenizer.tokenize(text)], dtype=torch.long)
+        return self._score(ids)
+
+    def _score(self, ids: Tensor) -> dict[str, float]:
+        d = self.cfg.data
+        with autocast(self.precision):
+            m = evaluate_lm(self.model, ids, d.batch_size, d.num_steps)
+        return {"loss": m["val_loss"], "perplexity": m["val_ppl"], "tokens": len(ids) - 1}
+
+    def evaluate_split(self, split: str = "val") -> dict[str, float]:
+        """Perplexity on the configured corpus's ``train`` or ``val`` split (reads the data)."""
+        if split not in ("train", "val"):
+            raise SeqlabError(
+                f"language-model corpora have train and val splits only, not {split!r}"
+            )
+        corpus = load_corpus(self.cfg, self.tokenizer, self.vocab)
+        return self._score(corpus.val if split == "val" else corpus.train)
+
+
+def load(run: Run) -> LanguageModel:
+    """The trained model of ``run`` (its vocabulary, tokenizer and checkpoint only)."""
+    vocab, tokenizer = load_artefacts(run)
+    model = build_model(run.cfg.model, vocab_size=len(vocab))
+    return LanguageModel(load_weights(model, run), run.cfg, vocab, tokenizer, run)

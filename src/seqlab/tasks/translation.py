@@ -1,35 +1,35 @@
-"""Translation experiments: data, model, loss, decoding and BLEU, wired for the trainer.
+"""Translation: parallel data, encoder–decoder models, decoding, BLEU.
 
-Evaluation follows the field's convention: hypotheses are detokenised and scored against the
-raw reference sentences with sacreBLEU (cased, 13a tokenisation), whose signature is reported;
-chrF alongside. The lowercased, tokenised BLEU that older papers report is given too, labelled
+Evaluation follows the field's convention: hypotheses are detokenised and scored against the raw
+reference sentences with sacreBLEU (cased, 13a tokenisation), whose signature is reported; chrF
+alongside. The lowercased, tokenised BLEU that older papers report is given too, labelled
 ``bleu_lc`` — it is not comparable with cased detokenised BLEU.
+
+**Decoding options** (:func:`decode_options`): the run's ``decode`` section, changed by ``beam``
+and ``nbest``. ``beam=1`` is greedy search, ``beam=K > 1`` beam search of width K; ``nbest``
+hypotheses per sentence need a beam at least that wide (greedy has one). Anything else is
+refused, never silently adjusted.
+
+A run directory holds ``src_vocab.json``, ``tgt_vocab.json``, ``src_tokenizer.json`` and
+``tgt_tokenizer.json`` (with ``*.spm.model`` for subwords) besides the config and checkpoints;
+:func:`load` needs nothing else.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from seqlab.config import (
-    BahdanauConfig,
-    DecodeConfig,
-    ExperimentConfig,
-    Seq2SeqConfig,
-    TransformerConfig,
-)
+from seqlab.config import DecodeConfig, ExperimentConfig
 from seqlab.data.dates import date_splits
 from seqlab.data.parallel import load_translation_splits
 from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
 from seqlab.data.translation_batching import (
-    EOS,
     Batch,
     TranslationBatches,
     TranslationVocabs,
@@ -38,31 +38,24 @@ from seqlab.data.translation_batching import (
     pad_sequences,
 )
 from seqlab.data.vocab import Vocab
+from seqlab.errors import SeqlabError
+from seqlab.models import build_model
 from seqlab.models.search import Hypothesis, beam_search, greedy_search
+from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
+from seqlab.tokens import EOS
+from seqlab.training.precision import autocast
+from seqlab.training.selection import Selection
 from seqlab.training.trainer import LossOutput
 
-MT_ARCHS = ("seq2seq", "bahdanau", "transformer")
+ARTEFACTS = (
+    "src_vocab.json",
+    "tgt_vocab.json",
+    "src_tokenizer.json",
+    "tgt_tokenizer.json",
+    "src_tokenizer.spm.model",
+    "tgt_tokenizer.spm.model",
+)
 Pairs = list[tuple[str, str]]
-
-
-def build_translation_model(
-    cfg: ExperimentConfig, src_vocab_size: int, tgt_vocab_size: int
-) -> nn.Module:
-    """The one place a translation model is constructed from its config."""
-    m = cfg.model
-    if isinstance(m, Seq2SeqConfig):
-        from seqlab.models.seq2seq import Seq2Seq
-
-        return Seq2Seq(src_vocab_size, tgt_vocab_size, m)
-    if isinstance(m, BahdanauConfig):
-        from seqlab.models.bahdanau import Bahdanau
-
-        return Bahdanau(src_vocab_size, tgt_vocab_size, m)
-    if isinstance(m, TransformerConfig):
-        from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
-
-        return TransformerSeq2Seq(src_vocab_size, tgt_vocab_size, m)
-    raise ValueError(f"model.arch={m.arch!r} is not a translation model ({', '.join(MT_ARCHS)})")
 
 
 def load_pairs(cfg: ExperimentConfig) -> dict[str, Pairs]:
@@ -74,10 +67,6 @@ def load_pairs(cfg: ExperimentConfig) -> dict[str, Pairs]:
             num_val=d.val_examples,
             num_test=d.val_examples,
             seed=cfg.train.seed,
-        )
-    if d.dataset not in ("multi30k", "fra-eng"):
-        raise ValueError(
-            f"data.dataset={d.dataset!r} is not a translation dataset (multi30k, fra-eng, dates)"
         )
     splits = load_translation_splits(
         d.dataset, d.src_lang, d.tgt_lang, d.val_examples, d.num_examples
@@ -93,78 +82,28 @@ def translation_loss(
     return LossOutput(loss, num_tokens, None)
 
 
-# ------------------------------------------------------------------------------- decoding
-def encode_sources(
-    sentences: Sequence[str], vocabs: TranslationVocabs, max_len: int
-) -> tuple[list[list[int]], int]:
-    """Source ids with ``<eos>``, cut to ``max_len`` tokens; returns the ids and how many were cut."""
-    out, cut = [], 0
-    for s in sentences:
-        ids = vocabs.src_vocab[vocabs.src_tokenizer.tokenize(s)]
-        if len(ids) > max_len - 1:
-            ids, cut = ids[: max_len - 1], cut + 1
-        out.append(ids + [EOS])
-    return out, cut
-
-
-def detokenize(ids: Sequence[int], vocabs: TranslationVocabs) -> str:
-    return vocabs.tgt_tokenizer.detokenize(vocabs.tgt_vocab.to_tokens(list(ids)))
-
-
-@torch.no_grad()
-def translate(
-    model: nn.Module,
-    vocabs: TranslationVocabs,
-    sentences: Sequence[str],
-    decode: DecodeConfig,
-    max_len: int,
-    batch_size: int = 64,
-    need_attention: bool = False,
-) -> list[list[Hypothesis]]:
-    """Translate sentences (any number), batched by length; returns n-best lists in input order.
-
-    Over-long inputs are truncated to ``max_len`` tokens with one warning, never an error.
-    """
-    src_ids, cut = encode_sources(sentences, vocabs, max_len)
-    if cut:
-        warnings.warn(
-            f"truncated {cut} of {len(sentences)} input sentences to max_len={max_len} tokens",
-            stacklevel=2,
+def decode_options(
+    decode: DecodeConfig, beam: int | None = None, nbest: int | None = None
+) -> DecodeConfig:
+    """The run's decoding changed by ``beam`` and ``nbest`` (see the module docstring)."""
+    if beam is not None and beam < 1:
+        raise SeqlabError(f"beam size must be >= 1 (1 = greedy), got {beam}")
+    if nbest is not None and nbest < 1:
+        raise SeqlabError(f"nbest must be >= 1, got {nbest}")
+    d = decode.model_copy()
+    if beam is not None:
+        d.strategy = "greedy" if beam == 1 else "beam"
+        d.beam_size = beam if beam > 1 else d.beam_size
+    width = d.beam_size if d.strategy == "beam" else 1
+    want = nbest if nbest is not None else min(d.nbest, width)
+    if want > width:
+        now = f"beam {width}" if width > 1 else "greedy search"
+        raise SeqlabError(
+            f"nbest {want} needs a beam of at least {want}, but decoding is {now}; "
+            f"ask for a beam too (e.g. --beam {max(want, 5)} --nbest {want})"
         )
-    device = next(model.parameters()).device
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    results: list[list[Hypothesis]] = [[] for _ in src_ids]
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        src, src_len = pad_sequences([src_ids[i] for i in chunk])
-        src, src_len = src.to(device), src_len.to(device)
-        if decode.strategy == "beam":
-            found = beam_search(
-                model,
-                src,
-                src_len,
-                beam_size=decode.beam_size,
-                length_penalty=decode.length_penalty,
-                nbest=min(decode.nbest, decode.beam_size),
-                max_len_a=decode.max_len_a,
-                max_len_b=decode.max_len_b,
-                need_attention=need_attention,
-            )
-        else:
-            found = [
-                [h]
-                for h in greedy_search(
-                    model,
-                    src,
-                    src_len,
-                    max_len_a=decode.max_len_a,
-                    max_len_b=decode.max_len_b,
-                    need_attention=need_attention,
-                )
-            ]
-        for i, hyps in zip(chunk, found, strict=True):
-            results[i] = hyps
-    return results
+    d.nbest = want
+    return d
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
@@ -191,60 +130,132 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str]) -> 
     }
 
 
-# ------------------------------------------------------------------------------ experiment
-@dataclass
-class TranslationExperiment:
-    cfg: ExperimentConfig
-    model: nn.Module
-    vocabs: TranslationVocabs
-    splits: dict[str, Pairs]
-    train_batches: TranslationBatches
-    select: tuple[str, str] = ("val_bleu", "max")
+# ------------------------------------------------------------------------------ inference
+class Translator(Predictor):
+    """A trained translation model: translate sentences, score them against references.
+
+    Usable on a model being trained too (validation): ``Translator(model, cfg, vocabs)``.
+    """
+
+    task = "translation"
+    capabilities: ClassVar[tuple[str, ...]] = (
+        "translate",
+        "hypotheses",
+        "score",
+        "evaluate_split",
+    )
+    commands: ClassVar[tuple[str, ...]] = ("translate", "evaluate")
+
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: ExperimentConfig,
+        vocabs: TranslationVocabs,
+        run: Run | None = None,
+    ) -> None:
+        super().__init__(model, cfg, run)
+        self.vocabs = vocabs
 
     @property
-    def loss_fn(self):
-        return partial(translation_loss, label_smoothing=self.cfg.train.label_smoothing)
+    def has_attention(self) -> bool:
+        return bool(getattr(self.model, "has_attention", False))
 
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """Teacher-forced validation loss, then greedy decoding of the validation set → BLEU."""
-        val = self.splits["val"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # truncation was reported when the data was built
-            data = encode_pairs(val, self.vocabs, self.cfg.data.max_len)
-        batches = TranslationBatches(data, self.cfg.data.batch_tokens, bucket=True, shuffle=False)
-        device = next(model.parameters()).device
-        total, count = 0.0, 0
-        for batch in batches:
-            loss, n = model.loss(batch.to(device))
-            total, count = total + loss.item() * n, count + n
-        greedy = DecodeConfig(
-            strategy="greedy",
-            max_len_a=self.cfg.decode.max_len_a,
-            max_len_b=self.cfg.decode.max_len_b,
+    def source_ids(self, sentence: str) -> list[int]:
+        """Token ids the encoder reads: the tokens (cut to ``data.max_len - 1``) and ``<eos>``."""
+        ids = self.vocabs.src_vocab[self.vocabs.src_tokenizer.tokenize(sentence)]
+        return ids[: self.cfg.data.max_len - 1] + [EOS]
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.vocabs.tgt_tokenizer.detokenize(self.vocabs.tgt_vocab.to_tokens(list(ids)))
+
+    @torch.no_grad()
+    def hypotheses(
+        self,
+        sentences: Sequence[str],
+        *,
+        beam: int | None = None,
+        nbest: int | None = None,
+        need_attention: bool = False,
+        batch_size: int = 128,
+    ) -> list[list[Hypothesis]]:
+        """n-best hypotheses per sentence, in input order (batched by length).
+
+        Blank sentences get one empty hypothesis without decoding. Over-long inputs are cut to
+        ``data.max_len`` positions, with one warning.
+        """
+        decode = decode_options(self.cfg.decode, beam, nbest)
+        src_ids = [self.source_ids(s) if s.strip() else [] for s in sentences]
+        cut = sum(
+            len(self.vocabs.src_tokenizer.tokenize(s)) > self.cfg.data.max_len - 1
+            for s in sentences
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            hyps = translate(model, self.vocabs, [s for s, _ in val], greedy, self.cfg.data.max_len)
-        scores = score_translations(
-            [detokenize(h[0].tokens, self.vocabs) for h in hyps], [t for _, t in val]
-        )
-        return {
-            "val_loss": total / max(count, 1),
-            "val_bleu": scores["bleu"],
-            "val_chrf": scores["chrf"],
-            "val_exact": scores["exact_match"],
-        }
+        if cut:
+            warnings.warn(
+                f"truncated {cut} of {len(sentences)} input sentences to "
+                f"data.max_len={self.cfg.data.max_len} positions",
+                stacklevel=2,
+            )
+        device = next(self.model.parameters()).device
+        results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in src_ids]
+        order = sorted((i for i, ids in enumerate(src_ids) if ids), key=lambda i: len(src_ids[i]))
+        limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
+        with autocast(self.precision, device):
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                src, src_len = pad_sequences([src_ids[i] for i in chunk])
+                src, src_len = src.to(device), src_len.to(device)
+                if decode.strategy == "beam":
+                    found = beam_search(
+                        self.model,
+                        src,
+                        src_len,
+                        beam_size=decode.beam_size,
+                        length_penalty=decode.length_penalty,
+                        nbest=decode.nbest,
+                        need_attention=need_attention,
+                        **limits,
+                    )
+                else:
+                    best = greedy_search(
+                        self.model, src, src_len, need_attention=need_attention, **limits
+                    )
+                    found = [[h] for h in best]
+                for i, hyps in zip(chunk, found, strict=True):
+                    results[i] = hyps
+        return results
 
-    def save_artefacts(self, run_dir: Path) -> None:
-        save_vocabs(self.vocabs, run_dir)
+    def translate(
+        self, sentences: Sequence[str], *, beam: int | None = None, batch_size: int = 128
+    ) -> list[str]:
+        """The best translation of each sentence (``beam``: None = the run's ``decode``)."""
+        found = self.hypotheses(sentences, beam=beam, nbest=1, batch_size=batch_size)
+        return [self.detokenize(h[0].tokens) for h in found]
 
-    def extra_meta(self) -> dict[str, Any]:
-        return {
-            "src_vocab_size": len(self.vocabs.src_vocab),
-            "tgt_vocab_size": len(self.vocabs.tgt_vocab),
-        }
+    def score(
+        self, sources: Sequence[str], references: Sequence[str], *, beam: int | None = None
+    ) -> dict[str, Any]:
+        """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
+        outputs (key ``translations``)."""
+        if len(sources) != len(references):
+            raise SeqlabError(
+                f"{len(sources)} source sentences but {len(references)} references; they must "
+                "pair up line by line"
+            )
+        outputs = self.translate(sources, beam=beam)
+        return {**score_translations(outputs, references), "translations": outputs}
+
+    def evaluate_split(self, split: str = "val", *, beam: int | None = None) -> dict[str, Any]:
+        """Score the configured dataset's ``split`` (reads the data; the model is the run's)."""
+        splits = load_pairs(self.cfg)
+        if split not in splits:
+            raise SeqlabError(
+                f"{self.cfg.data.dataset} has no {split!r} split; choose from {', '.join(splits)}"
+            )
+        pairs = splits[split]
+        return self.score([s for s, _ in pairs], [t for _, t in pairs], beam=beam)
 
 
+# ------------------------------------------------------------------------------- training
 def save_vocabs(vocabs: TranslationVocabs, run_dir: Path) -> None:
     vocabs.src_vocab.save(Path(run_dir) / "src_vocab.json")
     vocabs.tgt_vocab.save(Path(run_dir) / "tgt_vocab.json")
@@ -265,21 +276,88 @@ def load_vocabs(run_dir: Path) -> TranslationVocabs:
     )
 
 
-def build_translation_experiment(
-    cfg: ExperimentConfig, run_dir: Path | None = None
-) -> TranslationExperiment:
+def _sizes(vocabs: TranslationVocabs) -> dict[str, int]:
+    return {"src_vocab_size": len(vocabs.src_vocab), "tgt_vocab_size": len(vocabs.tgt_vocab)}
+
+
+def validation(cfg: ExperimentConfig, vocabs: TranslationVocabs, val: Pairs):
+    """``evaluate(model)``: teacher-forced loss, then greedy decoding of ``val`` → BLEU."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncation was reported when the data was built
+        data = encode_pairs(val, vocabs, cfg.data.max_len)
+    batches = TranslationBatches(data, cfg.data.batch_tokens, bucket=True, shuffle=False)
+    greedy = cfg.model_copy(
+        update={
+            "decode": DecodeConfig(
+                strategy="greedy",
+                max_len_a=cfg.decode.max_len_a,
+                max_len_b=cfg.decode.max_len_b,
+                precision=cfg.decode.precision,
+            )
+        }
+    )
+
+    def evaluate(model: nn.Module) -> dict[str, float]:
+        device = next(model.parameters()).device
+        total, count = 0.0, 0
+        for batch in batches:
+            loss, n = model.loss(batch.to(device))
+            total, count = total + loss.item() * n, count + n
+        translator = Translator(model, greedy, vocabs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = translator.score([s for s, _ in val], [t for _, t in val])
+        return {
+            "val_loss": total / max(count, 1),
+            "val_bleu": scores["bleu"],
+            "val_chrf": scores["chrf"],
+            "val_exact": scores["exact_match"],
+        }
+
+    return evaluate
+
+
+def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:
+    """Pairs, vocabularies (the run's own when resuming), token-budget batches and the model."""
     splits = load_pairs(cfg)
-    if run_dir is not None and (Path(run_dir) / "src_vocab.json").exists():
+    d = cfg.data
+    if run_dir is not None:
         vocabs = load_vocabs(run_dir)
     else:
-        d = cfg.data
         vocabs = build_vocabs(
             splits["train"], d.tokenizer, d.min_freq, d.max_vocab, d.subword, d.normalize
         )
-    train_data = encode_pairs(splits["train"], vocabs, cfg.data.max_len)
+    train_data = encode_pairs(splits["train"], vocabs, d.max_len)
     batches = TranslationBatches(
-        train_data, cfg.data.batch_tokens, bucket=True, shuffle=True, seed=cfg.train.seed
+        train_data, d.batch_tokens, bucket=True, shuffle=True, seed=cfg.train.seed
     )
     torch.manual_seed(cfg.train.seed)
-    model = build_translation_model(cfg, len(vocabs.src_vocab), len(vocabs.tgt_vocab))
-    return TranslationExperiment(cfg, model, vocabs, splits, batches)
+    model = build_model(
+        cfg.model, src_vocab_size=len(vocabs.src_vocab), tgt_vocab_size=len(vocabs.tgt_vocab)
+    )
+    smoothing = cfg.train.label_smoothing
+    return Experiment(
+        model=model,
+        train_batches=batches,
+        loss_fn=lambda m, batch, state: translation_loss(m, batch, state, smoothing),
+        evaluate=validation(cfg, vocabs, splits["val"]),
+        select=Selection("val_bleu", "max"),
+        save_artefacts=lambda directory: save_vocabs(vocabs, directory),
+        predictor=Translator(model, cfg, vocabs),
+        meta=_sizes(vocabs),
+    )
+
+
+def load(run: Run) -> Translator:
+    """The trained model of ``run`` (its vocabularies, tokenizers and checkpoint only)."""
+    for name in ARTEFACTS[:4]:
+        run.file(name)
+    vocabs = load_vocabs(run.run_dir)
+    for key, value in _sizes(vocabs).items():
+        run.check_size(key, value)
+    model = build_model(
+        run.cfg.model,
+        src_vocab_size=len(vocabs.src_vocab),
+        tgt_vocab_size=len(vocabs.tgt_vocab),
+    )
+    return Translator(load_weights(model, run), run.cfg, vocabs, run)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from seqlab.errors import CheckpointError
 from seqlab.io import atomic_write_text
 from seqlab.training.trainer import Callback, Trainer
 
@@ -22,6 +24,13 @@ class ProgressBar(Callback):
         self.bar: tqdm | None = None
 
     def on_train_start(self, trainer: Trainer) -> None:
+        print(
+            f"precision: {trainer.precision.precision} ({trainer.precision.reason}); "
+            f"{trainer.world} process(es), {trainer.steps_per_epoch} steps per epoch, "
+            f"{trainer.total_steps} steps at most",
+            file=self.stream,
+            flush=True,
+        )
         if self.stream.isatty():
             self.bar = tqdm(
                 total=trainer.total_steps,
@@ -66,8 +75,9 @@ class ProgressBar(Callback):
 class MetricsLog(Callback):
     """Append each log and evaluation record as one JSON line to ``RUN_DIR/metrics.jsonl``.
 
-    On resume, records written after the restored checkpoint (by the interrupted run) are
-    dropped first, so the file reads as one uninterrupted run.
+    Non-finite numbers are written as ``null`` (the file stays valid JSON). On resume, records
+    written after the restored checkpoint (by the interrupted run) are dropped first, so the file
+    reads as one uninterrupted run; a fresh run starts an empty file.
     """
 
     def __init__(self, path: Path) -> None:
@@ -75,17 +85,15 @@ class MetricsLog(Callback):
 
     def on_train_start(self, trainer: Trainer) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if _complete(line) and json.loads(line)["step"] <= trainer.pos.step
-            ]
-            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+        kept = []
+        if self.path.exists() and trainer.pos.step:
+            kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= trainer.pos.step]
+            kept = [r for r in kept if r.get("kind") != "end"]
+        atomic_write_text(self.path, "".join(_dumps(r) + "\n" for r in kept))
         self.fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed at train end
 
     def write(self, kind: str, record: dict[str, Any]) -> None:
-        self.fh.write(json.dumps({"kind": kind, **record}) + "\n")
+        self.fh.write(_dumps({"kind": kind, **record}) + "\n")
         self.fh.flush()
 
     def on_log(self, trainer: Trainer, record: dict[str, Any]) -> None:
@@ -99,15 +107,42 @@ class MetricsLog(Callback):
         self.fh.close()
 
 
-def _complete(line: str) -> bool:
-    try:
-        return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:  # a line cut by a kill
-        return False
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    return json.dumps(_finite(record), allow_nan=False)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if _complete(line)]
+    """The records of a ``metrics.jsonl``; a last line cut by a kill is skipped.
+
+    Raises:
+        CheckpointError: any other line that is not a JSON object (naming the line).
+    """
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            if number == len(lines):  # written when the process was killed
+                break
+            raise CheckpointError(
+                f"{path}:{number}: not a JSON object ({line[:60]!r}); seqlab writes one per line. "
+                "Move the file away to start a new one."
+            )
+        records.append(record)
+    return records
 
 
 class CurvePlot(Callback):
@@ -117,39 +152,16 @@ class CurvePlot(Callback):
         self.metrics_path, self.out_path = Path(metrics_path), Path(out_path)
 
     def on_eval(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        plot_curves(read_metrics(self.metrics_path), self.out_path)
+        self.draw()
 
     def on_train_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
-        plot_curves(read_metrics(self.metrics_path), self.out_path)
+        self.draw()
 
+    def draw(self) -> None:
+        """Plot; a failure (disk full, no permission) is a warning, never a lost run."""
+        try:
+            from seqlab.plotting import plot_curves
 
-def plot_curves(records: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    train = [r for r in records if r.get("kind") == "train"]
-    evals = [r for r in records if r.get("kind") == "eval" and "val_loss" in r]
-    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(10, 4))
-    if train:
-        steps = [r["step"] for r in train]
-        ax_loss.plot(steps, [r["loss"] for r in train], label="train")
-        ax_ppl.plot(steps, [r["ppl"] for r in train], label="train")
-    if evals:
-        steps = [r["step"] for r in evals]
-        ax_loss.plot(steps, [r["val_loss"] for r in evals], "o-", label="validation")
-        ax_ppl.plot(
-            steps, [math.exp(min(r["val_loss"], 50)) for r in evals], "o-", label="validation"
-        )
-    ax_loss.set(xlabel="step", ylabel="loss (nats/token)", title="Cross-entropy")
-    ax_ppl.set(xlabel="step", ylabel="perplexity", title="Perplexity", yscale="log")
-    for ax in (ax_loss, ax_ppl):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+            plot_curves(read_metrics(self.metrics_path), self.out_path)
+        except (OSError, ValueError, RuntimeError) as exc:
+            warnings.warn(f"could not draw {self.out_path}: {exc}", stacklevel=2)

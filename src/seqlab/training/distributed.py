@@ -1,15 +1,23 @@
 """Data parallelism through ``torch.distributed`` (gloo on CPU, NCCL on CUDA).
 
 Started by ``torchrun --nproc_per_node=N -m seqlab train ...``: torchrun sets ``RANK``,
-``WORLD_SIZE`` and the rendezvous variables; :func:`setup` joins the process group. Every
-process sees the same global minibatch and keeps its own slice of the rows (:func:`shard`);
-gradients are averaged by DistributedDataParallel. Rank 0 alone logs and writes files.
+``WORLD_SIZE`` and the rendezvous variables; :func:`setup` joins the process group. Gradients are
+averaged by DistributedDataParallel; rank 0 alone evaluates, logs and writes files.
+
+**Who trains on what** (:class:`RankBatches`). Each process takes whole minibatches: with W
+processes, rank r gets minibatches r, r + W, r + 2W, … of the epoch (as fairseq's sharded
+iterator does), so token-budget batches with any number of rows work. Where the epoch's count
+does not divide by W, the short ranks get a padding entry (a real minibatch with weight 0) so
+that every process runs the same number of steps. Minibatches that carry recurrent state from
+one to the next (sequential partitioning for language models) cannot be dealt out: there each
+process keeps its own B / W rows of every minibatch instead, so each row's state keeps flowing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -62,16 +70,59 @@ def broadcast_flag(flag: bool) -> bool:
     return bool(t.item())
 
 
-def shard(batch: Any, rank: int, world: int) -> Any:
-    """This process's rows of a global minibatch: dimension 0 of every tensor, split evenly."""
-    if world == 1:
-        return batch
+class RankBatches:
+    """This process's share of an epoch of minibatches, as ``(batch, weight)`` pairs.
+
+    ``weight`` is 1 for real work and 0 for padding (see the module docstring). ``len()`` is the
+    same on every process: ceil(N / W) for dealt-out batches, N for row-split ones.
+
+    Raises:
+        ValueError: row-split batches whose row count does not divide by W.
+    """
+
+    def __init__(self, batches: Any, rank: int, world: int) -> None:
+        self.batches, self.rank, self.world = batches, rank, world
+        self.split_rows = world > 1 and bool(getattr(batches, "carries_state", False))
+
+    @property
+    def carries_state(self) -> bool:
+        return bool(getattr(self.batches, "carries_state", False))
+
+    def set_epoch(self, epoch: int) -> None:
+        self.batches.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        n = len(self.batches)
+        return n if self.split_rows or self.world == 1 else -(-n // self.world)
+
+    def __iter__(self) -> Iterator[tuple[Any, float]]:
+        if self.world == 1:
+            for batch in self.batches:
+                yield batch, 1.0
+            return
+        if self.split_rows:
+            for batch in self.batches:
+                yield rows_of(batch, self.rank, self.world), 1.0
+            return
+        first = None
+        for index, batch in enumerate(self.batches):
+            first = batch if first is None else first
+            if index % self.world == self.rank:
+                yield batch, 1.0
+        n = len(self.batches)
+        if n % self.world and self.rank >= n % self.world and first is not None:
+            yield first, 0.0  # padding: every process runs the same number of steps
+
+
+def rows_of(batch: Any, rank: int, world: int) -> Any:
+    """This process's rows of a minibatch: dimension 0 of every tensor, split evenly."""
 
     def cut(x: Any) -> Any:
         if isinstance(x, Tensor) and x.dim() > 0:
             if x.shape[0] % world:
                 raise ValueError(
-                    f"batch of {x.shape[0]} rows does not split over {world} processes"
+                    f"a minibatch of {x.shape[0]} rows does not split over {world} processes; "
+                    f"make data.batch_size a multiple of {world}"
                 )
             n = x.shape[0] // world
             return x[rank * n : (rank + 1) * n]

@@ -1,23 +1,34 @@
 """Optimizers and learning-rate schedules, built from :class:`seqlab.config.TrainConfig`.
 
-Schedules are multipliers of ``train.lr`` as a function of the optimizer step s (counted from 1):
+The rate at optimizer step s (counted from 1) is ``train.lr · scale · f(s)``: ``scale`` is changed
+only by the plateau rule, and f is the schedule:
 
-- ``constant``: linear warm-up over W steps, then 1.
-- ``cosine``: warm-up, then cosine decay to ``min_lr_ratio`` at the last step.
+- ``constant``: linear warm-up, then 1.
+- ``cosine``: warm-up, then cosine decay to ``min_lr_ratio`` at the end of training.
 - ``inverse_sqrt``: the Transformer schedule (Vaswani et al. 2017, eq. 3) rescaled so that its
   peak, reached at s = W, equals ``train.lr``: min(s / W, sqrt(W / s)).
-- ``plateau``: constant; the rate is halved when the validation metric stops improving.
+- ``plateau``: constant after warm-up; :class:`Plateau` halves the rate when the validation
+  metric stops improving.
+
+**Progress.** Warm-up and decay follow the *progress* of training p ∈ [0, 1]: the share of the
+step budget taken (``max_steps``, or ``epochs`` × steps per epoch), or, when ``max_minutes`` is
+set and time runs out first, the share of the time budget used. Warm-up is either a number of
+steps (``warmup_steps``) or a share of the progress (``warmup_fraction``); the latter keeps a
+recipe's shape on any machine: on a CPU three times slower, a time-budgeted run still warms up
+for the same share of its budget and still ends annealed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from seqlab.config import TrainConfig
+from seqlab.training.selection import Selection
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -33,80 +44,105 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
 def lr_multiplier(
     cfg: TrainConfig, total_steps: int, time_fraction: Callable[[], float] | None = None
 ) -> Callable[[int], float]:
-    """The schedule as a function of the number of steps taken so far (0-based).
+    """f as a function of the number of steps taken so far (0-based); see the module docstring.
 
-    With ``time_fraction`` (the share of ``train.max_minutes`` used so far), the cosine decay
-    follows whichever runs out first, steps or time, so a time-budgeted run ends annealed.
+    ``time_fraction`` returns the share of ``train.max_minutes`` used so far.
     """
-    warmup = cfg.warmup_steps
 
     def factor(step: int) -> float:
         s = step + 1
         if cfg.schedule == "inverse_sqrt":
-            w = max(warmup, 1)
+            w = max(cfg.warmup_steps, 1)
             return min(s / w, math.sqrt(w / s))
-        if warmup and s <= warmup:
-            return s / warmup
-        if cfg.schedule == "cosine":
-            span = max(total_steps - warmup, 1)
-            progress = min((s - warmup) / span, 1.0)
+        if cfg.warmup_fraction is not None:
+            p = s / max(total_steps, 1)
             if time_fraction is not None:
-                progress = min(max(progress, time_fraction()), 1.0)
-            return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (
-                1 + math.cos(math.pi * progress)
-            )
+                p = max(p, time_fraction())
+            warm = cfg.warmup_fraction
+            if p < warm:
+                return p / warm
+            decay = (p - warm) / (1.0 - warm)
+        else:
+            warm = cfg.warmup_steps
+            if warm and s <= warm:
+                return s / warm
+            decay = (s - warm) / max(total_steps - warm, 1)
+            if time_fraction is not None:
+                decay = max(decay, time_fraction())
+        if cfg.schedule == "cosine":
+            decay = min(decay, 1.0)
+            return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * decay))
         return 1.0
 
     return factor
 
 
-def build_scheduler(
-    optimizer: torch.optim.Optimizer,
-    cfg: TrainConfig,
-    total_steps: int,
-    time_fraction: Callable[[], float] | None = None,
-) -> torch.optim.lr_scheduler.LambdaLR:
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lr_multiplier(cfg, total_steps, time_fraction)
-    )
-
-
-class PlateauHalver:
-    """Multiply the learning rate by ``factor`` after ``patience`` validations without improvement.
-
-    It scales the base rates of the step scheduler, so warm-up and the plateau rule compose, and
-    the scaled base rates are saved with the scheduler's own state.
-    """
+class LRSchedule:
+    """Sets ``lr = train.lr · scale · f(steps)`` on every parameter group after each step."""
 
     def __init__(
         self,
-        scheduler: torch.optim.lr_scheduler.LambdaLR,
-        mode: str,
-        patience: int = 1,
-        factor: float = 0.5,
+        optimizer: torch.optim.Optimizer,
+        cfg: TrainConfig,
+        total_steps: int,
+        time_fraction: Callable[[], float] | None = None,
     ) -> None:
-        self.scheduler, self.mode, self.patience, self.factor = scheduler, mode, patience, factor
+        self.optimizer = optimizer
+        self.factor = lr_multiplier(cfg, total_steps, time_fraction)
+        self.base_lr = cfg.lr
+        self.scale = 1.0
+        self.steps = 0
+        self._apply()
+
+    @property
+    def lr(self) -> float:
+        return self.base_lr * self.scale * self.factor(self.steps)
+
+    def _apply(self) -> None:
+        lr = self.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def step(self) -> None:
+        """Call after each optimizer step."""
+        self.steps += 1
+        self._apply()
+
+    def scale_by(self, factor: float) -> None:
+        """Multiply every later rate by ``factor`` (the plateau rule)."""
+        self.scale *= factor
+        self._apply()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "scale": self.scale}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.steps, self.scale = int(state["steps"]), float(state["scale"])
+        self._apply()
+
+
+class Plateau:
+    """Multiply the rate by ``factor`` after more than ``patience`` validations without improvement."""
+
+    def __init__(
+        self, schedule: LRSchedule, selection: Selection, patience: int = 1, factor: float = 0.5
+    ) -> None:
+        self.schedule, self.selection = schedule, selection
+        self.patience, self.factor = patience, factor
         self.best: float | None = None
         self.bad = 0
 
     def step(self, metric: float) -> None:
-        better = self.best is None or (
-            metric < self.best if self.mode == "min" else metric > self.best
-        )
-        if better:
+        if self.selection.better(metric, self.best):
             self.best, self.bad = metric, 0
             return
         self.bad += 1
         if self.bad > self.patience:
             self.bad = 0
-            sched = self.scheduler
-            sched.base_lrs = [lr * self.factor for lr in sched.base_lrs]
-            for group, lr in zip(sched.optimizer.param_groups, sched.get_last_lr(), strict=True):
-                group["lr"] = lr * self.factor
-            sched._last_lr = [g["lr"] for g in sched.optimizer.param_groups]
+            self.schedule.scale_by(self.factor)
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return {"best": self.best, "bad": self.bad}
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best, self.bad = state["best"], state["bad"]

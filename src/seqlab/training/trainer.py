@@ -1,19 +1,34 @@
-"""A training loop that knows nothing about architectures.
+"""A training loop that knows nothing about models or tasks.
 
-The experiment hands the trainer a model, a ``loss_fn(model, batch, state) -> LossOutput``, an
+The task hands the trainer a model, a ``loss_fn(model, batch, state) -> LossOutput``, an
 epoch-aware iterable of minibatches and an ``evaluate(model) -> metrics`` function. The trainer
-does the rest: optimisation, gradient clipping, schedules, bf16 autocast, carried recurrent state
-(truncated BPTT), checkpoints with exact resume, distributed data parallelism, early stopping.
-Logging, plots and progress bars attach as callbacks (:mod:`seqlab.training.callbacks`).
+does the rest: optimisation, gradient accumulation, clipping, the learning-rate schedule,
+precision, carried recurrent state (truncated BPTT), checkpoints with exact resume, data
+parallelism, early stopping and checkpoint averaging. Logging, plots and progress bars attach as
+callbacks (:mod:`seqlab.training.callbacks`).
 
-Exact resume: a checkpoint stores the weights, the optimizer and scheduler, every process's RNG
+**A step** (:meth:`Trainer.train_step`) takes ``train.accumulate`` minibatches of this process
+(:class:`seqlab.training.distributed.RankBatches`), back-propagates each one's *summed* token loss,
+then divides the gradients by the number of tokens of the whole step over all processes: the
+update is that of the token-weighted mean loss, whatever the batch sizes, the number of processes
+or the accumulation. W processes with accumulation A make exactly the updates of one process with
+accumulation W·A. A non-finite loss or gradient norm stops training before the update.
+
+**Validation and checkpoints** (:meth:`Trainer.validate_and_checkpoint`) happen every
+``train.eval_every`` steps, or at the end of each epoch: rank 0 evaluates in the evaluation
+precision (the same as ``seqlab evaluate``), one :class:`~seqlab.training.selection.Selection` rule
+decides whether the result is the best so far, and every process writes its part of the
+checkpoint.
+
+**Exact resume.** A checkpoint stores the weights, the optimizer and schedule, every process's RNG
 and carried state, and the position in the epoch. Minibatches are a pure function of
 (seed, epoch), so a resumed run sees the same batches in the same order and reproduces the
-losses of an uninterrupted one.
+losses of an uninterrupted one (bit for bit unless a time budget drives the schedule).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +43,9 @@ from seqlab.config import TrainConfig
 from seqlab.errors import SeqlabError
 from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
-from seqlab.training.optim import PlateauHalver, build_optimizer, build_scheduler
+from seqlab.training.optim import LRSchedule, Plateau, build_optimizer
+from seqlab.training.precision import Resolved, autocast, resolve_precision
+from seqlab.training.selection import Selection
 
 
 @dataclass
@@ -36,8 +53,8 @@ class LossOutput:
     """What a loss function returns for one minibatch.
 
     Attributes:
-        loss: scalar mean loss over the ``num_tokens`` predicted tokens (back-propagated).
-        num_tokens: tokens the mean is taken over (weights logging and distributed averaging).
+        loss: scalar mean loss over the ``num_tokens`` predicted tokens.
+        num_tokens: tokens the mean is taken over (weights the minibatch in its step).
         state: recurrent state to carry into the next minibatch, or ``None``.
     """
 
@@ -60,7 +77,11 @@ LossFn = Callable[[nn.Module, Any, Any], LossOutput]
 
 
 class TrainingDiverged(SeqlabError):
-    """The loss became NaN or infinite."""
+    """The loss or the gradient became NaN or infinite."""
+
+
+class TrainingInterrupted(SeqlabError):
+    """Ctrl-C: the message says what was saved and how to resume."""
 
 
 class Callback:
@@ -95,7 +116,10 @@ def detach_state(state: Any) -> Any:
 
 @dataclass
 class Position:
-    """Where training stands: optimizer steps taken and the next minibatch to run."""
+    """Where training stands: optimizer steps taken and the minibatches of this epoch consumed.
+
+    Only the trainer changes it.
+    """
 
     step: int = 0
     epoch: int = 0
@@ -103,6 +127,15 @@ class Position:
     best: float | None = None
     evals_since_best: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Window:
+    """Training loss and tokens since the last log line."""
+
+    loss_sum: float = 0.0
+    tokens: float = 0.0
+    started: float = field(default_factory=time.monotonic)
 
 
 class Trainer:
@@ -114,10 +147,12 @@ class Trainer:
         train_data: a :class:`Batches` object.
         cfg: the ``train`` section of the experiment config.
         run_dir: where checkpoints and metrics go (rank 0 writes).
-        evaluate: ``model -> {"val_loss": ..., ...}``, called in eval mode under ``no_grad``.
-        select: (metric, "min" | "max") choosing the best checkpoint and early stopping.
+        evaluate: ``model -> {"val_loss": ..., ...}``, called on rank 0 in eval mode under
+            ``no_grad`` and the evaluation precision.
+        select: the metric choosing the best checkpoint, early stopping and the plateau rule.
         callbacks: logging, plotting, progress (rank 0 only).
         extra_meta: JSON-able facts stored in every checkpoint (e.g. the vocabulary size).
+        eval_precision: ``auto``, ``fp32`` or ``bf16`` for ``evaluate``.
     """
 
     def __init__(
@@ -128,13 +163,15 @@ class Trainer:
         cfg: TrainConfig,
         run_dir: str | Path,
         evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
-        select: tuple[str, str] = ("val_loss", "min"),
+        select: Selection = Selection(),
         callbacks: Sequence[Callback] = (),
         extra_meta: dict[str, Any] | None = None,
+        eval_precision: str = "fp32",
     ) -> None:
-        self.cfg, self.run_dir, self.train_data = cfg, Path(run_dir), train_data
+        self.cfg, self.run_dir = cfg, Path(run_dir)
         self.device = resolve_device(cfg.device)
         self.rank, self.world = dist.setup(self.device)
+        self.data = dist.RankBatches(train_data, self.rank, self.world)
         self.model = model.to(self.device)
         self.loss_module: nn.Module = _LossModule(self.model, loss_fn)
         if self.world > 1:
@@ -142,123 +179,160 @@ class Trainer:
         self.evaluate_fn, self.select = evaluate, select
         self.callbacks = list(callbacks) if dist.is_main() else []
         self.extra_meta = extra_meta or {}
+        self.precision: Resolved = resolve_precision(cfg.precision, self.device)
+        self.eval_precision: Resolved = resolve_precision(eval_precision, self.device)
         self.optimizer = build_optimizer(self.model, cfg)
-        self.total_steps = cfg.max_steps or cfg.epochs * len(train_data)
-        # a time budget also drives the cosine decay (then a resumed run is not bit-exact)
+        self.steps_per_epoch = -(-len(self.data) // cfg.accumulate)
+        self.total_steps = cfg.max_steps or cfg.epochs * self.steps_per_epoch
         budget = 60 * cfg.max_minutes if cfg.max_minutes else None
         time_fraction = (lambda: self.elapsed() / budget) if budget else None
         self.started = time.monotonic()
-        self.scheduler = build_scheduler(self.optimizer, cfg, self.total_steps, time_fraction)
-        mode = select[1]
-        self.plateau = PlateauHalver(self.scheduler, mode) if cfg.schedule == "plateau" else None
+        self.schedule = LRSchedule(self.optimizer, cfg, self.total_steps, time_fraction)
+        self.plateau = Plateau(self.schedule, select) if cfg.schedule == "plateau" else None
         self.pos = Position()
-        self.carry: Any = None
+        self.carry: Any = None  # recurrent state after the last step, when batches carry it
         self.stop_reason = ""
 
-    # ---------------------------------------------------------------------------- the loop
+    # ------------------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> dict[str, Any]:
+        """Train until the step/epoch budget, the time budget or early stopping ends it."""
         if resume:
             self.restore(ckpt.find_checkpoint(self.run_dir, "latest"))
         for cb in self.callbacks:
             cb.on_train_start(self)
-        autocast = torch.autocast(
-            self.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16"
-        )
-        window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
-        stop = self.pos.step >= self.total_steps
-        while not stop and self.pos.epoch < self.cfg.epochs:
-            self.train_data.set_epoch(self.pos.epoch)
-            state = self.carry if self.pos.batch else None
-            self.model.train()
-            for index, batch in enumerate(self.train_data):
-                if index < self.pos.batch:  # resuming mid-epoch: these were already trained on
-                    continue
-                batch = dist.to_device(dist.shard(batch, self.rank, self.world), self.device)
-                if not self.train_data.carries_state:
-                    state = None
-                with autocast:
-                    out = self.loss_module(batch, state)
-                loss = out.loss.float()
-                scale = 1.0
-                if self.world > 1:  # weight each process by its share of the tokens
-                    total_tokens, bad = dist.all_sum(
-                        [float(out.num_tokens), float(not math.isfinite(loss.item()))]
-                    )
-                    scale = out.num_tokens * self.world / max(total_tokens, 1.0)
-                    finite = bad == 0
-                else:
-                    finite = math.isfinite(loss.item())
-                if not finite:
-                    self.diverged(loss.item(), index)
-                self.optimizer.zero_grad(set_to_none=True)
-                (loss * scale).backward()
-                if self.cfg.grad_clip is not None:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-                self.optimizer.step()
-                self.scheduler.step()
-                state = detach_state(out.state)
-                self.pos.step += 1
-                self.pos.batch = index + 1
-                window_loss += loss.item() * out.num_tokens
-                window_tokens += out.num_tokens
-                for cb in self.callbacks:
-                    cb.on_step(self, loss.item())
-                if self.pos.step % self.cfg.log_every == 0:
-                    self.log_window(window_loss, window_tokens, time.monotonic() - window_start)
-                    window_loss, window_tokens, window_start = 0.0, 0, time.monotonic()
-                out_of_time = (
-                    self.cfg.max_minutes is not None and self.elapsed() > 60 * self.cfg.max_minutes
-                )
-                stop = self.pos.step >= self.total_steps or dist.broadcast_flag(out_of_time)
-                at_end_of_epoch = self.pos.batch == len(self.train_data)
-                due = self.cfg.eval_every is not None and self.pos.step % self.cfg.eval_every == 0
-                if stop or due or (at_end_of_epoch and self.cfg.eval_every is None):
-                    self.carry = state if not at_end_of_epoch else None
-                    if at_end_of_epoch:
-                        self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
-                    paused = time.monotonic()
-                    stop = self.validate_and_checkpoint() or stop
-                    window_start += time.monotonic() - paused  # tokens/s counts training time only
-                    if out_of_time:
-                        self.stop_reason = f"time budget of {self.cfg.max_minutes} min reached"
-                    if stop or at_end_of_epoch:
-                        break
-            else:  # an epoch with fewer batches than expected: move on
-                self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
-        if self.pos.step % self.cfg.log_every:  # every process joins the reduction
-            self.log_window(window_loss, window_tokens, time.monotonic() - window_start)
+        window = _Window()
+        try:
+            while not self.stop_reason:
+                window = self.run_epoch(window)
+        except KeyboardInterrupt:
+            self.interrupted()
+        if window.tokens:
+            self.log(window)
         summary = {
             "step": self.pos.step,
             "epoch": self.pos.epoch,
             "best": self.pos.best,
-            "select": self.select[0],
-            "stopped": self.stop_reason or "finished",
+            "select": self.select.metric,
+            "stopped": self.stop_reason,
             "wall_seconds": round(self.elapsed(), 1),
+            "precision": self.precision.precision,
         }
         for cb in self.callbacks:
             cb.on_train_end(self, summary)
         dist.barrier()
         return summary
 
+    def run_epoch(self, window: _Window) -> _Window:
+        """Steps until the end of the epoch or of training; the position advances here only."""
+        self.data.set_epoch(self.pos.epoch)
+        items = iter(self.data)
+        for _ in range(self.pos.batch):  # resuming mid-epoch: these were already trained on
+            next(items)
+        state = self.carry if self.pos.batch else None
+        self.model.train()
+        while True:
+            group = [item for _, item in zip(range(self.cfg.accumulate), items, strict=False)]
+            if not group:  # an epoch shorter than announced
+                self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
+                return window
+            loss, tokens, state = self.train_step(group, state)
+            self.pos.step += 1
+            self.pos.batch += len(group)
+            end_of_epoch = self.pos.batch >= len(self.data)
+            if end_of_epoch:
+                self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
+            self.carry = None if end_of_epoch else state
+            self._resume_rng = ckpt.torch_rng_state()  # where a Ctrl-C checkpoint resumes
+            window.loss_sum += loss * tokens
+            window.tokens += tokens
+            for cb in self.callbacks:
+                cb.on_step(self, loss)
+            if self.pos.step % self.cfg.log_every == 0 or self.pos.step == 1:
+                self.log(window)
+                window = _Window()
+            self.stop_reason = self.budget_reason()
+            due = self.cfg.eval_every is not None and self.pos.step % self.cfg.eval_every == 0
+            at_eval = end_of_epoch and self.cfg.eval_every is None
+            if self.stop_reason or due or at_eval:
+                paused = time.monotonic()
+                self.validate_and_checkpoint()
+                window.started += time.monotonic() - paused  # tokens/s counts training only
+            if self.stop_reason or end_of_epoch:
+                return window
+
+    def budget_reason(self) -> str:
+        """Why training must stop now (the same answer on every process), or ''."""
+        if self.pos.step >= self.total_steps:
+            return f"step budget of {self.total_steps} reached"
+        if self.pos.epoch >= self.cfg.epochs:
+            return f"{self.cfg.epochs} epochs done"
+        out_of_time = (
+            self.cfg.max_minutes is not None and self.elapsed() > 60 * self.cfg.max_minutes
+        )
+        if dist.broadcast_flag(out_of_time):
+            return f"time budget of {self.cfg.max_minutes} min reached"
+        return ""
+
+    def train_step(self, group: list[tuple[Any, float]], state: Any) -> tuple[float, float, Any]:
+        """One optimizer step over ``(batch, weight)`` minibatches; see the module docstring.
+
+        Returns the step's token-weighted mean loss over all processes, its tokens, and the
+        recurrent state after the last minibatch (detached).
+        """
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, tokens = 0.0, 0.0
+        for i, (batch, weight) in enumerate(group):
+            batch = dist.to_device(batch, self.device)
+            if not self.data.carries_state:
+                state = None
+            last = i == len(group) - 1
+            sync = contextlib.nullcontext()
+            if self.world > 1 and not last:
+                sync = self.loss_module.no_sync()  # all-reduce once, after the last minibatch
+            with sync:
+                with autocast(self.precision, self.device):
+                    out = self.loss_module(batch, state)
+                loss = out.loss.float()
+                (loss * (out.num_tokens * weight)).backward()
+            if weight:
+                loss_sum += loss.item() * out.num_tokens * weight
+                tokens += out.num_tokens * weight
+            state = detach_state(out.state)
+        loss_sum, tokens = dist.all_sum([loss_sum, tokens])
+        mean = loss_sum / max(tokens, 1.0)
+        if not math.isfinite(mean):
+            self.diverged(f"loss became {mean}")
+        scale = self.world / max(tokens, 1.0)  # DDP averaged over processes: undo, then per token
+        for p in self.model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(scale)
+        clip = self.cfg.grad_clip if self.cfg.grad_clip is not None else math.inf
+        norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), clip))
+        if not math.isfinite(norm):
+            self.diverged(f"gradient norm became {norm}")
+        self.optimizer.step()
+        self.schedule.step()
+        return mean, tokens, state
+
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def log_window(self, loss_sum: float, tokens: int, seconds: float) -> None:
-        loss_sum, tokens = dist.all_sum([loss_sum, float(tokens)])
-        mean = loss_sum / max(tokens, 1)
+    def log(self, window: _Window) -> None:
+        mean = window.loss_sum / max(window.tokens, 1.0)
+        seconds = max(time.monotonic() - window.started, 1e-9)
         record = {
             "step": self.pos.step,
-            "epoch": self.pos.epoch + (self.pos.batch / max(len(self.train_data), 1)),
+            "epoch": self.pos.epoch + self.pos.batch / max(len(self.data), 1),
             "loss": mean,
             "ppl": math.exp(min(mean, 50.0)),
-            "lr": self.scheduler.get_last_lr()[0],
-            "tokens_per_s": tokens / max(seconds, 1e-9),
+            "lr": self.schedule.lr,
+            "tokens_per_s": window.tokens / seconds,
             "elapsed_s": round(self.elapsed(), 2),
         }
         for cb in self.callbacks:
             cb.on_log(self, record)
 
-    def diverged(self, value: float, index: int) -> None:
+    def diverged(self, what: str) -> None:
         latest = ckpt.pointer(self.run_dir, "latest")
         where = (
             f"last good checkpoint: {ckpt.checkpoint_dir(self.run_dir) / ckpt.step_name(latest)}"
@@ -266,70 +340,103 @@ class Trainer:
             else "no checkpoint was written yet"
         )
         raise TrainingDiverged(
-            f"loss became {value} at step {self.pos.step + 1} (epoch {self.pos.epoch}, batch {index}); "
-            f"training stopped before updating the weights; {where}. Lower train.lr or set "
-            f"train.grad_clip, then resume with --resume {self.run_dir}."
+            f"{what} at step {self.pos.step + 1} (epoch {self.pos.epoch}); training stopped "
+            f"before updating the weights; {where}. Lower the learning rate (or set "
+            f"train.grad_clip) and continue from that checkpoint: seqlab train --resume "
+            f"{self.run_dir} train.lr=<lower>"
+        )
+
+    def interrupted(self) -> None:
+        """Ctrl-C: save the position before the step in progress (one process), then say so."""
+        resume = f"seqlab train --resume {self.run_dir}"
+        if self.world > 1 or self.pos.step == 0:
+            latest = ckpt.pointer(self.run_dir, "latest")
+            lost = f"steps since step {latest}" if latest is not None else "all steps"
+            raise TrainingInterrupted(
+                f"interrupted at step {self.pos.step}; {lost} are lost. Resume: {resume}"
+            )
+        ckpt.set_torch_rng_state(self._resume_rng)  # as after the last step: resume stays exact
+        self.model.zero_grad(set_to_none=True)
+        self.save_checkpoint(is_best=False)
+        raise TrainingInterrupted(
+            f"interrupted; saved a checkpoint at step {self.pos.step}. Resume: {resume}"
         )
 
     # ------------------------------------------------------------------ validate, checkpoint
-    def validate_and_checkpoint(self) -> bool:
+    def evaluate(self) -> dict[str, float]:
+        """``evaluate(model)`` on rank 0, in eval mode and the evaluation precision."""
+        assert self.evaluate_fn is not None
+        self.model.eval()
+        with torch.no_grad(), autocast(self.eval_precision, self.device):
+            metrics = self.evaluate_fn(self.model)
+        self.model.train()
+        return metrics
+
+    def validate_and_checkpoint(self) -> None:
         """Evaluate (rank 0), save a checkpoint, and decide on early stopping (all ranks)."""
         record: dict[str, Any] = {"step": self.pos.step, "epoch": self.pos.epoch}
-        is_best = False
+        is_best = self.evaluate_fn is None
         if dist.is_main() and self.evaluate_fn is not None:
-            self.model.eval()
-            with (
-                torch.no_grad(),
-                torch.autocast(
-                    self.device.type, dtype=torch.bfloat16, enabled=self.cfg.precision == "bf16"
-                ),
-            ):
-                record.update(self.evaluate_fn(self.model))
-            self.model.train()
-            metric, mode = self.select
-            value = record.get(metric)
-            if value is not None:
-                better = self.pos.best is None or (
-                    value < self.pos.best if mode == "min" else value > self.pos.best
-                )
-                if better:
-                    self.pos.best, self.pos.evals_since_best, is_best = float(value), 0, True
-                else:
-                    self.pos.evals_since_best += 1
-                if self.plateau is not None:
-                    self.plateau.step(float(value))
+            record.update(self.evaluate())
+            value = record.get(self.select.metric)
+            if self.select.better(value, self.pos.best):
+                self.pos.best, self.pos.evals_since_best, is_best = float(value), 0, True
+            else:
+                self.pos.evals_since_best += 1
+            if self.plateau is not None and value is not None:
+                self.plateau.step(float(value))
             record["best"] = self.pos.best
             record["elapsed_s"] = round(self.elapsed(), 2)
             self.pos.history.append(record)
-            for cb in self.callbacks:
-                cb.on_eval(self, record)
-        elif self.evaluate_fn is None:
-            is_best = True
-        self.save_checkpoint(is_best)
+        is_best = dist.broadcast_flag(is_best)
         patience = self.cfg.early_stopping_patience
-        early = bool(patience) and self.pos.evals_since_best >= patience
-        if early:
-            self.stop_reason = f"no improvement of {self.select[0]} in {patience} evaluations"
-        return dist.broadcast_flag(early)
+        early = dist.broadcast_flag(bool(patience) and self.pos.evals_since_best >= patience)
+        if early and not self.stop_reason:
+            self.stop_reason = f"no improvement of {self.select.metric} in {patience} evaluations"
+        self.save_checkpoint(is_best)
+        if dist.is_main() and self.evaluate_fn is not None:
+            for cb in self.callbacks:  # after the checkpoint: a failing plot loses nothing
+                cb.on_eval(self, record)
+
+    def average_last(self, n: int) -> dict[str, Any]:
+        """Average the last ``n`` kept checkpoints (Vaswani et al. 2017, §6.1); keep the result
+        as a new checkpoint, the best one, if it evaluates better than the best so far."""
+        steps = ckpt.list_steps(self.run_dir)[-n:]
+        if len(steps) < 2:
+            return {"skipped": f"only {len(steps)} checkpoint(s) kept; raise train.keep_last"}
+        state = ckpt.average_checkpoints(
+            [ckpt.checkpoint_dir(self.run_dir) / ckpt.step_name(s) for s in steps]
+        )
+        self.model.load_state_dict(state)
+        metrics: dict[str, Any] = {}
+        better = False
+        if dist.is_main() and self.evaluate_fn is not None:
+            metrics = self.evaluate()
+            better = self.select.better(metrics.get(self.select.metric), self.pos.best)
+        better = dist.broadcast_flag(better)
+        if better:
+            self.pos.best = float(metrics[self.select.metric]) if metrics else self.pos.best
+            self.pos.step += 1  # a new checkpoint name after the last real step
+            self.save_checkpoint(is_best=True)
+        return {"steps": steps, **metrics, "is_best": better}
 
     def save_checkpoint(self, is_best: bool) -> None:
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+            raise TrainingDiverged(
+                f"the weights hold NaN or infinite values at step {self.pos.step}; not saved"
+            )
         tmp = ckpt.begin_checkpoint(self.run_dir, self.pos.step) if dist.is_main() else None
         tmp_name = [str(tmp) if tmp else ""]
         if self.world > 1:
             torch.distributed.broadcast_object_list(tmp_name, src=0)
         tmp = Path(tmp_name[0])
-        ckpt.save_tree(
-            {"rng": ckpt.torch_rng_state(), "carry": self.carry},
-            tmp / f"rank{self.rank}.safetensors",
-        )
+        rank_state = {"rng": ckpt.torch_rng_state(), "carry": self.carry}
+        ckpt.save_tree(rank_state, tmp / f"rank{self.rank}.safetensors")
         if dist.is_main():
             ckpt.save_model_weights(self.model, tmp / "model.safetensors")
             opt_skeleton = ckpt.save_tree(
                 self.optimizer.state_dict(), tmp / "optimizer.safetensors"
             )
-            carry_skeleton = ckpt.flatten_tensors(
-                {"rng": ckpt.torch_rng_state(), "carry": self.carry}
-            )[1]
             ckpt.write_meta(
                 tmp,
                 {
@@ -340,10 +447,13 @@ class Trainer:
                     "evals_since_best": self.pos.evals_since_best,
                     "history": self.pos.history,
                     "world_size": self.world,
+                    "accumulate": self.cfg.accumulate,
                     "elapsed_s": self.elapsed(),
+                    "finished": self.stop_reason,
+                    "precision": self.precision.precision,
                     "optimizer": opt_skeleton,
-                    "rank_state": carry_skeleton,
-                    "scheduler": self.scheduler.state_dict(),
+                    "rank_state": ckpt.flatten_tensors(rank_state)[1],
+                    "schedule": self.schedule.state_dict(),
                     "plateau": self.plateau.state_dict() if self.plateau else None,
                     **self.extra_meta,
                 },
@@ -354,18 +464,20 @@ class Trainer:
         dist.barrier()
 
     def restore(self, path: Path) -> None:
+        """Continue from the checkpoint at ``path`` (same processes, same accumulation)."""
         meta = ckpt.read_meta(path)
-        if meta.get("world_size", 1) != self.world:
-            raise ckpt.CheckpointError(
-                f"{path} was written by {meta.get('world_size')} processes; resume with the same number "
-                f"(this run has {self.world}) so that every process finds its state"
-            )
+        for key, mine in (("world_size", self.world), ("accumulate", self.cfg.accumulate)):
+            if meta.get(key, 1) != mine:
+                raise ckpt.CheckpointError(
+                    f"{path} was written with {key}={meta.get(key, 1)}; resume with the same "
+                    f"(this run has {mine}) so that the minibatches line up"
+                )
         ckpt.load_model_weights(self.model, path)
         opt_state = ckpt.unflatten_tensors(
             meta["optimizer"], ckpt.load_safetensors(path / "optimizer.safetensors")
         )
         self.optimizer.load_state_dict(opt_state)
-        self.scheduler.load_state_dict(meta["scheduler"])
+        self.schedule.load_state_dict(meta["schedule"])
         if self.plateau is not None and meta.get("plateau"):
             self.plateau.load_state_dict(meta["plateau"])
         rank_state = ckpt.unflatten_tensors(
@@ -383,6 +495,17 @@ class Trainer:
             evals_since_best=meta["evals_since_best"],
             history=list(meta["history"]),
         )
+        reason = self.budget_reason()
+        patience = self.cfg.early_stopping_patience
+        if patience and self.pos.evals_since_best >= patience:
+            reason = f"no improvement of {self.select.metric} in {patience} evaluations"
+        if reason:
+            raise SeqlabError(
+                f"{self.run_dir} has finished ({reason}); to train further, raise the limit that "
+                "ended it (train.epochs, train.max_steps, train.max_minutes or "
+                "train.early_stopping_patience) on the --resume command, e.g. "
+                f"seqlab train --resume {self.run_dir} train.epochs={self.cfg.epochs * 2}"
+            )
 
 
 def resolve_device(name: str) -> torch.device:

@@ -1,0 +1,253 @@
+"""``seqlab evaluate``, ``translate`` and ``generate``: trained models, from their run directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from seqlab.cli.common import (
+    check_writable,
+    check_writable_dir,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    read_lines,
+)
+from seqlab.errors import SeqlabError
+
+#: longest source/output drawn in an attention heatmap (tokens); longer ones are cut, with a note
+MAX_PLOT_TOKENS = 80
+
+
+def load_for(args: argparse.Namespace, task: str | None = None) -> Any:
+    """Load ``--checkpoint`` and check that it is a ``task`` run (``seqlab COMMAND`` fits it)."""
+    from seqlab import load
+
+    model = load(args.checkpoint, args.which)
+    if task is not None and model.task != task:
+        use = " or ".join(f"`seqlab {c}`" for c in model.commands)
+        raise SeqlabError(
+            f"`seqlab {args.command}` needs a {task.replace('_', ' ')} run, but {args.checkpoint} "
+            f"holds a {model.task.replace('_', ' ')} model (model.arch={model.cfg.model.arch}); "
+            f"use {use}"
+        )
+    return model
+
+
+# ------------------------------------------------------------------------------ evaluate
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    if bool(args.src) != bool(args.ref):
+        raise SeqlabError("--src and --ref go together: the source file and its references")
+    if (args.src or args.text) and args.split:
+        raise SeqlabError("score either a dataset --split or your own files, not both")
+    if args.output:
+        check_writable(args.output)
+    model = load_for(args)
+    translation = model.task == "translation"
+    if not translation and (args.src or args.beam or args.output):
+        raise SeqlabError(
+            "--src/--ref, --beam and --output apply to translation runs; "
+            f"{args.checkpoint} holds a {model.task.replace('_', ' ')} model"
+        )
+    if translation and args.text:
+        raise SeqlabError("--text scores a language model; for translation use --src and --ref")
+    if args.src:
+        sources, references = read_lines(args.src, "--src"), read_lines(args.ref, "--ref")
+        if len(sources) != len(references):
+            raise SeqlabError(
+                f"--src {args.src} has {len(sources)} lines but --ref {args.ref} has "
+                f"{len(references)}; they must pair up line by line"
+            )
+        result = {
+            "src": args.src,
+            "ref": args.ref,
+            **model.score(sources, references, beam=args.beam),
+        }
+    elif args.text:
+        result = {"text": args.text, **model.perplexity("\n".join(read_lines(args.text, "--text")))}
+    elif translation:
+        result = {
+            "split": args.split or "val",
+            **model.evaluate_split(args.split or "val", beam=args.beam),
+        }
+    else:
+        result = {"split": args.split or "val", **model.evaluate_split(args.split or "val")}
+    result = {"checkpoint": str(model.run.checkpoint), **result}
+    outputs = result.pop("translations", None)
+    if args.output and outputs is not None:
+        from seqlab.io import atomic_write_text
+
+        atomic_write_text(args.output, "".join(o + "\n" for o in outputs))
+    if translation:
+        decode = model.cfg.decode if args.beam is None else None
+        result["beam_size"] = args.beam or (decode.beam_size if decode.strategy == "beam" else 1)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    where = result.get("split") or result.get("src") or result.get("text")
+    if translation:
+        print(
+            f"{where}: BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  "
+            f"(lowercased BLEU {result['bleu_lc']:.2f}; exact match {result['exact_match']:.1%}; "
+            f"{result['sentences']} sentences, beam {result['beam_size']})"
+        )
+        print(f"  {result['bleu_signature']}")
+        print(f"  {result['chrf_signature']}")
+    else:
+        print(
+            f"{where}: loss {result['loss']:.4f} nats/token, perplexity {result['perplexity']:.3f} "
+            f"({result['tokens']} tokens; {result['checkpoint']})"
+        )
+    return 0
+
+
+# ----------------------------------------------------------------------------- translate
+def cmd_translate(args: argparse.Namespace) -> int:
+    from seqlab.tasks.translation import decode_options
+
+    if args.input:
+        lines = read_lines(args.input)  # checked before loading the model
+    if args.attention_png:
+        check_writable_dir(args.attention_png, "--attention-png")
+    model = load_for(args, "translation")
+    decode = decode_options(model.cfg.decode, args.beam, args.nbest)
+    if args.attention_png and not model.has_attention:
+        raise SeqlabError(
+            f"--attention-png: model.arch={model.cfg.model.arch} has no attention over the "
+            "source to draw (it encodes the source into one vector)"
+        )
+    written: list[Path] = []
+    counter = [0]
+
+    def run(batch: list[str]) -> None:
+        found = model.hypotheses(
+            batch, beam=args.beam, nbest=args.nbest, need_attention=bool(args.attention_png)
+        )
+        for line, hyps in zip(batch, found, strict=True):
+            counter[0] += 1
+            if decode.nbest > 1:
+                for rank, h in enumerate(hyps[: decode.nbest]):
+                    print(f"{counter[0]}\t{rank}\t{h.score:.4f}\t{model.detokenize(h.tokens)}")
+            else:
+                print(model.detokenize(hyps[0].tokens), flush=True)
+            if args.attention_png and line.strip():
+                written.append(
+                    _write_alignment(args.attention_png, counter[0], line, hyps[0], model)
+                )
+
+    if args.input:
+        run(lines)
+    elif sys.stdin.isatty():
+        print("seqlab translate: type a sentence and press Enter (Ctrl-D to quit)", file=sys.stderr)
+        while True:
+            print("> ", end="", file=sys.stderr, flush=True)
+            line = sys.stdin.readline()
+            if not line:
+                break
+            run([line.rstrip("\n")])
+    else:
+        batch = [line.rstrip("\n") for line in sys.stdin]
+        if batch:
+            run(batch)
+    if args.attention_png:
+        print(
+            f"attention heatmaps: {len(written)} PNG file(s) in {args.attention_png}/",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _write_alignment(directory: str, index: int, line: str, hyp: Any, model: Any) -> Path:
+    from seqlab.plotting import plot_attention
+
+    vocabs = model.vocabs
+    x_tokens = vocabs.src_vocab.to_tokens(model.source_ids(line))
+    y_tokens = vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]
+    weights = hyp.attention[: len(y_tokens), : len(x_tokens)]
+    title = line if len(line) <= 100 else line[:97] + "..."
+    if len(x_tokens) > MAX_PLOT_TOKENS or len(y_tokens) > MAX_PLOT_TOKENS:
+        title += f" (first {MAX_PLOT_TOKENS} tokens shown)"
+        x_tokens, y_tokens = x_tokens[:MAX_PLOT_TOKENS], y_tokens[:MAX_PLOT_TOKENS]
+        weights = weights[: len(y_tokens), : len(x_tokens)]
+    return plot_attention(
+        weights,
+        Path(directory) / f"attention-{index:04d}.png",
+        x_tokens=x_tokens,
+        y_tokens=y_tokens,
+        title=title,
+        xlabel="source",
+        ylabel="output",
+    )
+
+
+# ------------------------------------------------------------------------------ generate
+def cmd_generate(args: argparse.Namespace) -> int:
+    model = load_for(args, "language_modeling")
+    text = model.generate(
+        args.prefix, args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed
+    )
+    print(text)
+    return 0
+
+
+# -------------------------------------------------------------------------------- parser
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    def checkpoint_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--checkpoint", required=True, metavar="RUN_DIR", help="a trained run")
+        p.add_argument("--which", default="best", help="best | latest | a step number")
+
+    p = sub.add_parser(
+        "evaluate",
+        help="score a trained model: perplexity (language models), BLEU/chrF (translation)",
+    )
+    checkpoint_args(p)
+    p.add_argument(
+        "--split",
+        choices=["train", "val", "test"],
+        help="a split of the run's dataset (default val)",
+    )
+    p.add_argument("--src", metavar="FILE", help="translation: your source sentences (text or .gz)")
+    p.add_argument("--ref", metavar="FILE", help="translation: their references, line by line")
+    p.add_argument("--text", metavar="FILE", help="language model: perplexity of this text")
+    p.add_argument("--beam", type=positive_int, help="translation: beam size (1 = greedy)")
+    p.add_argument("--output", metavar="FILE", help="translation: also write the hypotheses here")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser(
+        "translate", help="translate lines from a file or stdin with a trained model"
+    )
+    checkpoint_args(p)
+    p.add_argument("--input", metavar="FILE", help="one sentence a line (default: stdin)")
+    p.add_argument(
+        "--beam",
+        type=positive_int,
+        help="beam size; 1 = greedy (default: the run's decode section)",
+    )
+    p.add_argument(
+        "--nbest",
+        type=positive_int,
+        help="print the K best hypotheses (needs a beam >= K): index, rank, score, text",
+    )
+    p.add_argument(
+        "--attention-png", metavar="DIR", help="write one source×output heatmap per sentence"
+    )
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("generate", help="continue a text prefix with a trained language model")
+    checkpoint_args(p)
+    p.add_argument("--prefix", default="", help="text to warm up on")
+    p.add_argument("--tokens", type=non_negative_int, default=200, help="tokens to generate")
+    p.add_argument(
+        "--temperature",
+        type=non_negative_float,
+        help="0 = greedy; > 0 samples (default: the run's decode section)",
+    )
+    p.add_argument(
+        "--top-k", type=non_negative_int, help="sample from the k most likely tokens (0 = all)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.set_defaults(func=cmd_generate)

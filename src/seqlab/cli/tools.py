@@ -1,0 +1,172 @@
+"""``seqlab diagnose``, ``bench`` and ``demo``: analysis of models and layers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from seqlab.cli.common import non_negative_int, positive_int
+
+
+def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
+    from seqlab.analysis.gradients import run_gradient_diagnosis
+
+    cells = [c.strip() for c in args.cells.split(",") if c.strip()]
+    norms = run_gradient_diagnosis(
+        cells,
+        seq_len=args.seq_len,
+        hidden_size=args.hidden_size,
+        out_dir=args.out,
+        seed=args.seed,
+        gate_bias=args.gate_bias,
+        recurrent_scale=args.recurrent_scale,
+    )
+    ratios = {cell: values[0] / values[-1] for cell, values in norms.items()}
+    if args.json:
+        print(json.dumps({"out": args.out, "norms": norms, "ratio_first_to_last": ratios}))
+    else:
+        print(
+            f"||dL_T/dh_1|| / ||dL_T/dh_T|| over T={args.seq_len} steps (<< 1: vanishing, >> 1: exploding)"
+        )
+        for cell, r in ratios.items():
+            print(f"  {cell:14s} {r:.2e}")
+        print(f"plot: {args.out}/gradients.png   numbers: {args.out}/gradients.json")
+    return 0
+
+
+def _lengths(text: str) -> list[int]:
+    from seqlab.analysis.layer_costs import parse_lengths
+
+    try:
+        return parse_lengths(text)  # "64,128,...,4096" doubles up to 4096
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_bench_layers(args: argparse.Namespace) -> int:
+    import torch
+
+    from seqlab.analysis.layer_costs import (
+        attention_memory_report,
+        format_layer_costs,
+        measure_layer_costs,
+        save_layer_costs,
+    )
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results = measure_layer_costs(
+        args.lengths,
+        width=args.width,
+        batch=args.batch,
+        kernel_size=args.kernel_size,
+        heads=args.heads,
+        repeats=args.repeats,
+    )
+    report = attention_memory_report(args.memory_length, args.width, args.heads, args.batch)
+    if args.out:
+        json_path, png_path = save_layer_costs(results, args.out, report)
+        print(f"wrote {json_path} and {png_path}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({**results, "attention_memory": report}))
+    else:
+        print(format_layer_costs(results))
+        print(
+            f"self-attention at n={report['length']}, forward + backward: fused peak "
+            f"{report['fused_peak_bytes'] / 2**20:.1f} MiB, explicit {report['explicit_peak_bytes'] / 2**20:.1f} MiB, "
+            f"one n×n matrix per head {report['matrix_bytes'] / 2**20:.1f} MiB"
+        )
+    return 0
+
+
+def cmd_demo_kernel_regression(args: argparse.Namespace) -> int:
+    from seqlab.demos.kernel_regression import kernel_regression_demo
+
+    kernel_regression_demo(args.out, seed=args.seed)
+    return 0
+
+
+def cmd_demo_dates(args: argparse.Namespace) -> int:
+    from seqlab.demos.dates import run_dates_demo
+
+    results = run_dates_demo(args.out, threads=args.threads)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    diagnose = sub.add_parser("diagnose", help="diagnostics (vanishing/exploding gradients)")
+    diagnose_sub = diagnose.add_subparsers(dest="diagnose_command", required=True, metavar="WHAT")
+    p = diagnose_sub.add_parser(
+        "gradients", help="||dL_T/dh_k|| for k=1..T, per cell, same data; PNG + JSON"
+    )
+    p.add_argument(
+        "--cells",
+        default="rnn,gru,lstm",
+        help="comma-separated: rnn,rnn_relu,gru,lstm,peephole_lstm",
+    )
+    p.add_argument("--seq-len", type=positive_int, default=50)
+    p.add_argument("--hidden-size", type=positive_int, default=64)
+    p.add_argument(
+        "--gate-bias", type=float, default=1.0, help="initial forget/update-gate bias (gated cells)"
+    )
+    p.add_argument(
+        "--recurrent-scale",
+        type=float,
+        default=1.0,
+        help="multiply W_h: e.g. 4 with rnn_relu explodes",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/gradients", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diagnose_gradients)
+
+    demo = sub.add_parser("demo", help="self-contained demonstrations (no download)")
+    demo_sub = demo.add_subparsers(dest="demo_command", required=True, metavar="DEMO")
+    p = demo_sub.add_parser(
+        "dates", help="train Bahdanau + Transformer to turn written dates into ISO dates"
+    )
+    p.add_argument("--out", default="runs/demo", metavar="DIR", help="output folder (replaced)")
+    p.add_argument(
+        "--threads", type=non_negative_int, default=0, help="torch threads (0: PyTorch's default)"
+    )
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    p.set_defaults(func=cmd_demo_dates)
+    p = demo_sub.add_parser(
+        "kernel-regression", help="Nadaraya–Watson kernel regression (d2l §10.2): two plots"
+    )
+    p.add_argument("--out", default="runs/kernel-regression", metavar="DIR")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo_kernel_regression)
+
+    bench = sub.add_parser("bench", help="measure the cost of layers")
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="WHAT")
+    p = bench_sub.add_parser(
+        "layers", help="time and peak memory of conv / RNN / GRU / self-attention as n grows"
+    )
+    p.add_argument(
+        "--lengths",
+        type=_lengths,
+        default="64,128,...,4096",
+        metavar="N,N,...",
+        help="comma-separated; a,b,...,c continues the ratio b/a up to c",
+    )
+    p.add_argument("--width", type=positive_int, default=256)
+    p.add_argument("--heads", type=positive_int, default=4)
+    p.add_argument("--batch", type=positive_int, default=1)
+    p.add_argument("--kernel-size", type=positive_int, default=3)
+    p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument(
+        "--threads", type=non_negative_int, default=1, help="torch threads; 0 = PyTorch's default"
+    )
+    p.add_argument(
+        "--memory-length",
+        type=positive_int,
+        default=4096,
+        help="length of the attention memory report",
+    )
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", metavar="DIR", help="also write layer_costs.json and layer_costs.png")
+    p.set_defaults(func=cmd_bench_layers)
