@@ -1,9 +1,14 @@
-"""Shared test setup: offline, deterministic, one thread per test worker."""
+"""Shared test setup (offline, deterministic, one thread per test worker) and builders."""
 
 import os
 
 import pytest
 import torch
+
+from seqlab.config import BahdanauConfig, Seq2SeqConfig, TransformerConfig
+from seqlab.data.translation_batching import Batch
+from seqlab.models import build_model
+from seqlab.tokens import BOS, EOS, PAD
 
 os.environ.setdefault("SEQLAB_OFFLINE", "1")
 torch.set_num_threads(1)
@@ -13,3 +18,55 @@ torch.set_num_threads(1)
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+# --------------------------------------------------------------------- encoder–decoders
+SRC_V, TGT_V = 13, 11  # tiny vocabularies (4 reserved ids + symbols)
+
+#: one small configuration per encoder–decoder variant, by test id
+ENCODER_DECODERS = {
+    "seq2seq-gru-1": Seq2SeqConfig(cell="gru", embed_dim=8, hidden_size=12, num_layers=1),
+    "seq2seq-gru-2": Seq2SeqConfig(cell="gru", embed_dim=8, hidden_size=12, num_layers=2),
+    "seq2seq-lstm-2": Seq2SeqConfig(cell="lstm", embed_dim=8, hidden_size=12, num_layers=2),
+    "bahdanau-1": BahdanauConfig(embed_dim=8, hidden_size=12, num_layers=1),
+    "bahdanau-2": BahdanauConfig(embed_dim=8, hidden_size=12, num_layers=2),
+    "transformer-post": TransformerConfig(
+        d_model=16, num_heads=4, encoder_layers=2, decoder_layers=2, d_ff=32, max_len=32
+    ),
+    "transformer-pre": TransformerConfig(
+        d_model=16,
+        num_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_ff=32,
+        max_len=32,
+        norm="pre",
+        tie_output=False,
+    ),
+}
+
+
+def make_encoder_decoder(name, dropout=0.0, src_vocab=SRC_V, tgt_vocab=TGT_V):
+    """A fresh model of variant ``name`` (see ``ENCODER_DECODERS``), in eval mode."""
+    cfg = ENCODER_DECODERS[name].model_copy(update={"dropout": dropout})
+    model = build_model(cfg, src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab)
+    return model.eval()
+
+
+def random_translation_batch(src_vocab=SRC_V, tgt_vocab=TGT_V, b=4, s=7, t=6, seed=0):
+    """Random padded batch: source ``x <eos>``, target ``<bos> y`` / ``y <eos>``; row 0 has the
+    longest source, the last row the longest target, the others are shorter (padded)."""
+    g = torch.Generator().manual_seed(seed)
+    src_len = torch.randint(2, s + 1, (b,), generator=g)
+    src_len[0] = s
+    tgt_len = torch.randint(2, t + 1, (b,), generator=g)
+    tgt_len[-1] = t
+    src = torch.randint(4, src_vocab, (b, s), generator=g)
+    y = torch.randint(4, tgt_vocab, (b, t), generator=g)
+    tgt_in = torch.cat([torch.full((b, 1), BOS), y[:, :-1]], dim=1)
+    tgt_out = y.clone()
+    for i in range(b):
+        src[i, src_len[i] - 1], src[i, src_len[i] :] = EOS, PAD
+        tgt_out[i, tgt_len[i] - 1], tgt_out[i, tgt_len[i] :] = EOS, PAD
+        tgt_in[i, tgt_len[i] :] = PAD
+    return Batch(src, src_len, tgt_in, tgt_out, tgt_len, torch.arange(b))

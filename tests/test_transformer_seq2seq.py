@@ -1,12 +1,12 @@
-"""Transformer encoder–decoder: shapes, cached vs full decoding, padding, sharing and tying, loss."""
+"""Transformer encoder–decoder specifics: fused vs cached decoding, attention layers, sharing and
+tying (the shared contract is in test_encoder_decoder.py)."""
 
 import pytest
 import torch
 
+from conftest import random_translation_batch
 from seqlab.config import TransformerConfig
-from seqlab.data.translation_batching import PAD
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
-from translation_helpers import check_loss_ignores_padding, random_translation_batch
 
 SRC_V, TGT_V, D, HEADS = 13, 11, 16, 4
 
@@ -50,7 +50,7 @@ def test_shapes():
 
 
 @NORMS
-def test_teacher_forcing_equals_step_by_step(norm):
+def test_fused_teacher_forcing_equals_explicit_and_cached(norm):
     model, batch = make_model(norm), make_batch()
     memory = model.encode(batch.src, batch.src_len)
     full, full_weights = model.decode(memory, batch.tgt_in, need_attention=True)
@@ -64,16 +64,6 @@ def test_teacher_forcing_equals_step_by_step(norm):
     torch.testing.assert_close(fused, full, atol=1e-5, rtol=0)
     torch.testing.assert_close(torch.stack(weights, dim=1), full_weights, atol=1e-6, rtol=0)
     assert state.length == 6
-
-
-def test_cross_attention_is_a_distribution_over_the_real_source():
-    model, batch = make_model(), make_batch()
-    _, weights = model.decode(
-        model.encode(batch.src, batch.src_len), batch.tgt_in, need_attention=True
-    )
-    torch.testing.assert_close(weights.sum(-1), torch.ones(4, 6))
-    pad = (torch.arange(7)[None, None, :] >= batch.src_len[:, None, None]).expand_as(weights)
-    assert pad.any() and (weights[pad] == 0).all()
 
 
 def test_attention_layer_picks_a_layer():
@@ -90,30 +80,6 @@ def test_attention_layer_picks_a_layer():
         TransformerSeq2Seq(SRC_V, TGT_V, cfg, attention_layer=2)
 
 
-@NORMS
-def test_padding_and_batch_do_not_change_a_sentence(norm):
-    model, batch = make_model(norm), make_batch()
-    logits = model(batch.src, batch.src_len, batch.tgt_in)
-    extra = torch.cat([batch.src, torch.full((4, 3), PAD)], dim=1)
-    torch.testing.assert_close(model(extra, batch.src_len, batch.tgt_in), logits, atol=1e-5, rtol=0)
-    for i in range(4):
-        n = int(batch.src_len[i])
-        alone = model(batch.src[i : i + 1, :n], batch.src_len[i : i + 1], batch.tgt_in[i : i + 1])
-        torch.testing.assert_close(alone[0], logits[i], atol=1e-5, rtol=0)
-
-
-def test_reorder_selects_rows():
-    model, batch = make_model(), make_batch()
-    memory = model.encode(batch.src, batch.src_len)
-    _, state, _ = model.decode_step(memory, model.init_state(memory), batch.tgt_in[:, 0])
-    idx = torch.tensor([3, 0, 0, 2])
-    logits, _, _ = model.decode_step(memory, state, batch.tgt_in[:, 1])
-    picked, _, _ = model.decode_step(
-        model.reorder_memory(memory, idx), model.reorder_state(state, idx), batch.tgt_in[idx, 1]
-    )
-    torch.testing.assert_close(picked, logits[idx], atol=1e-6, rtol=0)
-
-
 def test_shared_embeddings_and_tied_output():
     model = make_model(share=True, tie=True, src_v=TGT_V)
     token = model.encoder.embed.token.weight
@@ -126,15 +92,3 @@ def test_shared_embeddings_and_tied_output():
     assert sum(p.numel() for p in separate.parameters()) == shared_params + 2 * TGT_V * D
     with pytest.raises(ValueError, match="joint vocabulary"):
         make_model(share=True)
-
-
-def test_loss_ignores_padding_and_label_smoothing_changes_it():
-    model, batch = make_model(), make_batch()
-    check_loss_ignores_padding(model, batch, label_smoothing=0.1)
-
-
-def test_every_parameter_gets_a_gradient():
-    model = make_model(tie=False, dropout=0.1).train()
-    loss, _ = model.loss(make_batch())
-    loss.backward()
-    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())

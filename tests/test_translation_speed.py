@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import random_translation_batch
 from seqlab.config import TransformerConfig
 from seqlab.models.search import greedy_search
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
-from translation_helpers import random_translation_batch
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "translation_speed.py"
 _spec = importlib.util.spec_from_file_location("translation_speed", _PATH)

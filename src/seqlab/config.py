@@ -388,20 +388,27 @@ def _strip_optional(tp: Any) -> Any:
 
 def format_validation_error(err: ValidationError, source: str) -> str:
     """Turn pydantic's report into lines of ``source: key: problem (got value; allowed ...)``."""
-    lines = [f"invalid configuration in {source}:"]
+    lines = [f"invalid configuration in {short(source, 300)}:"]
     for e in err.errors(include_url=False):
         loc = tuple(e["loc"])
         # the discriminated union puts its tag ('rnn_lm', ...) into the path: not a key the user wrote
         key = ".".join(str(p) for p in loc if p not in _ARCH_TAGS) or "<top level>"
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             allowed = _allowed_keys(ExperimentConfig, loc)
             hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
-            lines.append(f"  {key}: unknown key (value {e['input']!r}){hint}")
-        elif e["type"] == "union_tag_invalid":
-            lines.append(f"  {key}: {e['msg']}")
+            lines.append(f"  {key}: unknown key (value {short(e['input'])}){hint}")
+        elif e["type"] == "union_tag_invalid" or isinstance(e["input"], dict):
+            lines.append(f"  {key}: {msg}")  # a cross-field rule: its message names the keys
         else:
-            lines.append(f"  {key}: {e['msg']} (got {e['input']!r})")
+            lines.append(f"  {key}: {msg} (got {short(e['input'])})")
     return "\n".join(lines)
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: error messages stay readable."""
+    text = value if isinstance(value, str) and limit > 80 else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _parse_override(item: str) -> tuple[list[str], Any]:
