@@ -1,1 +1,1 @@
-"""."""
+"""Analyses the notes make: gradient diagnostics, kernel regression, the cost of layers."""

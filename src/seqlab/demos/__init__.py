@@ -1,1 +1,1 @@
-"""."""
+"""Self-contained demonstrations behind ``seqlab demo NAME``."""

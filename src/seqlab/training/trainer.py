@@ -232,9 +232,11 @@ class Trainer:
         self.model.train()
         while True:
             group = [item for _, item in zip(range(self.cfg.accumulate), items, strict=False)]
-            if not group:  # an epoch shorter than announced
-                self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
-                return window
+            if not group:
+                raise RuntimeError(
+                    f"the training batches ended after {self.pos.batch} of the {len(self.data)} "
+                    f"minibatches their len() announced (epoch {self.pos.epoch})"
+                )
             loss, tokens, state = self.train_step(group, state)
             self.pos.step += 1
             self.pos.batch += len(group)
