@@ -262,7 +262,15 @@ def test_two_processes_deal_out_token_batches_like_accumulating_two(tmp_path):
             "dropout": 0.0,
             "max_len": 64,
         },
-        "train": {"max_steps": 7, "eval_every": 4, "log_every": 1, "threads": 1, "lr": 3e-3},
+        "train": {
+            "max_steps": 7,
+            "eval_every": 2,
+            "log_every": 1,
+            "threads": 1,
+            "lr": 3e-3,
+            "keep_last": 3,
+            "average_last": 3,  # collectives in saving, evaluation on rank 0
+        },
         "decode": {"max_len_a": 0.0, "max_len_b": 12},
     }
     from seqlab.tasks.translation import build_experiment
@@ -289,6 +297,8 @@ def test_two_processes_deal_out_token_batches_like_accumulating_two(tmp_path):
     assert sorted(one) == sorted(two) == list(range(1, 8))
     for step in one:
         assert two[step] == pytest.approx(one[step], rel=1e-4, abs=1e-5)
+    assert ckpt.list_steps(tmp_path / "two") == ckpt.list_steps(tmp_path / "one")
+    assert ckpt.pointer(tmp_path / "two", "best") == ckpt.pointer(tmp_path / "one", "best")
     w1 = ckpt.load_safetensors(
         ckpt.find_checkpoint(tmp_path / "one", "latest") / "model.safetensors"
     )
