@@ -11,6 +11,7 @@ naming the key, the offending value and what is allowed. Command-line overrides 
 from __future__ import annotations
 
 import copy
+import re
 import types
 import typing
 from pathlib import Path
@@ -27,9 +28,10 @@ Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
 
 
 class Strict(BaseModel):
-    """Base for every config section: unknown keys are errors, assignments are validated."""
+    """Base for every config section: unknown keys are errors, values are never coerced
+    (``true`` is not the number 1, ``"3"`` is not 3), assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, strict=True)
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -212,7 +214,7 @@ class TrainConfig(Strict):
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: Annotated[float, Field(gt=0.0)] = 1e-3
     weight_decay: Annotated[float, Field(ge=0.0)] = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: Annotated[tuple[float, float], Field(strict=False)] = (0.9, 0.999)
     momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
     schedule: Literal["constant", "cosine", "inverse_sqrt", "plateau"] = "constant"
     warmup_steps: NonNegative = 0
@@ -414,16 +416,16 @@ def short(value: Any, limit: int = 80) -> str:
 def _parse_override(item: str) -> tuple[list[str], Any]:
     if "=" not in item:
         raise ConfigError(
-            f"override {item!r} is not of the form section.key=value (e.g. train.lr=3e-4)"
+            f"override {short(item)} is not of the form section.key=value (e.g. train.lr=3e-4)"
         )
     key, raw = item.split("=", 1)
     path = key.strip().split(".")
     if not all(path):
-        raise ConfigError(f"override {item!r}: empty key segment in {key!r}")
+        raise ConfigError(f"override {short(item)}: empty key segment in {key!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = parse_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise ConfigError(f"override {item!r}: value {raw!r} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"override {short(item)}: value {short(raw)} is not valid YAML: {exc}") from exc
     return path, value
 
 
@@ -438,7 +440,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if child is None:
                 child = node[part] = {}
             elif not isinstance(child, dict):
-                raise ConfigError(f"override {item!r}: {part!r} is a value, not a section")
+                raise ConfigError(f"override {short(item)}: {part!r} is a value, not a section")
             node = child
         node[path[-1]] = value
     return out
@@ -473,6 +475,31 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.2 floats: PyYAML (YAML 1.1) reads "3e-4" and "1e5" as strings, the way people write rates
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+][0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text: str, name: str = "<string>") -> Any:
+    """YAML with unique keys and YAML 1.2 floats (see :class:`_UniqueKeyLoader`)."""
+    loader = _UniqueKeyLoader(text)
+    loader.name = name
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file, naming the file and line of any problem (duplicate keys included)."""
     try:
@@ -483,14 +510,10 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"config path is a directory, not a YAML file: {path}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    loader = _UniqueKeyLoader(text)
-    loader.name = str(path)
     try:
-        return loader.get_single_data()
+        return parse_yaml(text, str(path))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    finally:
-        loader.dispose()
 
 
 PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
