@@ -425,7 +425,9 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     try:
         value = parse_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise ConfigError(f"override {short(item)}: value {short(raw)} is not valid YAML: {exc}") from exc
+        raise ConfigError(
+            f"override {short(item)}: value {short(raw)} is not valid YAML: {exc}"
+        ) from exc
     return path, value
 
 

@@ -15,3 +15,7 @@ class DataError(SeqlabError):
 
 class CheckpointError(SeqlabError):
     """A checkpoint is missing, corrupt, or was written by something else."""
+
+
+class TrainingInterrupted(SeqlabError):
+    """Ctrl-C during training: the message says what was saved and how to resume (exit 130)."""

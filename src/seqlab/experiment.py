@@ -2,13 +2,14 @@
 
 Order matters, so that a mistake never costs the user anything: everything is checked and loaded
 first (the config, the run directory, the data, the checkpoint to resume), and files are written
-last. A new run goes only into a new or empty directory, or one that holds a seqlab run that
-never saved a checkpoint; a resumed run accepts only the overrides it can honour
-(:data:`RESUMABLE`).
+last. A new run goes only into a new or empty directory, or one that holds a seqlab run (marked by
+``run.json``) that never saved a checkpoint; a resumed run accepts only the overrides it can
+honour (:data:`RESUMABLE`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import torch
 
 from seqlab.config import ExperimentConfig, load_config, save_config
 from seqlab.errors import ConfigError
+from seqlab.io import atomic_write_json
 from seqlab.tasks import artefacts, build_experiment
 from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
@@ -39,7 +41,16 @@ RESUMABLE = (
     "train.threads",
     "decode.*",
 )
-RUN_FILES = {"config.yaml", "metrics.jsonl", "curves.png", "checkpoints"}
+RUN_FILES = {"run.json", "config.yaml", "metrics.jsonl", "curves.png", "checkpoints"}
+MARKER = {"format": "seqlab.run/1"}
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` was created by ``seqlab train`` (it holds the ``run.json`` marker)."""
+    try:
+        return json.loads((path / "run.json").read_text(encoding="utf-8")) == MARKER
+    except (OSError, ValueError):
+        return False
 
 
 def check_new_run_dir(run_dir: Path) -> None:
@@ -123,6 +134,7 @@ def train(
             trainer.restore(ckpt.find_checkpoint(run_dir, "latest"))
         if dist.is_main():  # everything is loaded: now write
             run_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(run_dir / "run.json", MARKER)
             save_config(cfg, run_dir / "config.yaml")
             if not resume:
                 exp.save_artefacts(run_dir)

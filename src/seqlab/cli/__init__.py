@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from seqlab.cli import data, infer, tools, train
-from seqlab.errors import SeqlabError
+from seqlab.errors import SeqlabError, TrainingInterrupted
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
+    except TrainingInterrupted as exc:
+        print(f"seqlab: {exc}", file=sys.stderr)
+        return 130
     except SeqlabError as exc:
         print(f"seqlab: error: {exc}", file=sys.stderr)
         return 2

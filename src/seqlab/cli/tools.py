@@ -6,13 +6,22 @@ import argparse
 import json
 import sys
 
-from seqlab.cli.common import non_negative_int, positive_int
+from seqlab.cli.common import check_writable_dir, non_negative_int, positive_int
+from seqlab.errors import SeqlabError
 
 
 def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
     from seqlab.analysis.gradients import run_gradient_diagnosis
+    from seqlab.nn.rnn import CELL_NAMES
 
     cells = [c.strip() for c in args.cells.split(",") if c.strip()]
+    unknown = [c for c in cells if c not in CELL_NAMES]
+    if unknown or not cells:
+        raise SeqlabError(
+            f"--cells: unknown cell(s) {', '.join(repr(c[:20]) for c in unknown[:5]) or '(none given)'}; "
+            f"choose from {', '.join(CELL_NAMES)}"
+        )
+    check_writable_dir(args.out, "--out")
     norms = run_gradient_diagnosis(
         cells,
         seq_len=args.seq_len,
@@ -54,6 +63,8 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
         save_layer_costs,
     )
 
+    if args.out:
+        check_writable_dir(args.out, "--out")
     if args.threads:
         torch.set_num_threads(args.threads)
     results = measure_layer_costs(
@@ -83,6 +94,7 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
 def cmd_demo_kernel_regression(args: argparse.Namespace) -> int:
     from seqlab.demos.kernel_regression import kernel_regression_demo
 
+    check_writable_dir(args.out, "--out")
     kernel_regression_demo(args.out, seed=args.seed)
     return 0
 
@@ -90,6 +102,7 @@ def cmd_demo_kernel_regression(args: argparse.Namespace) -> int:
 def cmd_demo_dates(args: argparse.Namespace) -> int:
     from seqlab.demos.dates import run_dates_demo
 
+    check_writable_dir(args.out, "--out")
     results = run_dates_demo(args.out, threads=args.threads)
     if args.json:
         print(json.dumps(results, indent=2))

@@ -32,6 +32,7 @@ from seqlab.data.translation_batching import (
     padding_ratio,
 )
 from seqlab.errors import DataError
+from seqlab.progress import progress
 
 TRANSLATION = {"multi30k": ("en", "de"), "fra-eng": ("en", "fr")}
 LM_FILES = {"timemachine": "timemachine.txt", "tinyshakespeare": "input.txt"}
@@ -51,7 +52,7 @@ def length_summary(lengths: Sequence[int]) -> dict[str, int]:
 
 def side_stats(sentences: Sequence[str], tokenizer: Tokenizer) -> dict[str, Any]:
     """Sentence count, token count, distinct tokens and length percentiles of one side."""
-    tokenized = [tokenizer.tokenize(s) for s in sentences]
+    tokenized = [tokenizer.tokenize(s) for s in progress(sentences, "tokenizing", len(sentences))]
     lengths = [len(t) for t in tokenized]
     distinct = {tok for sent in tokenized for tok in sent}
     return {

@@ -20,7 +20,7 @@ from typing import Any
 from seqlab import load
 from seqlab.config import load_config
 from seqlab.errors import ConfigError
-from seqlab.experiment import RUN_FILES, train
+from seqlab.experiment import RUN_FILES, is_run_dir, train
 from seqlab.plotting import plot_attention
 from seqlab.tasks import artefacts
 from seqlab.tasks.translation import load_pairs
@@ -40,9 +40,9 @@ def clear_earlier_run(run_dir: Path) -> None:
     """Remove ``run_dir`` if it is an earlier demo run; refuse anything else."""
     if not run_dir.exists():
         return
-    if not run_dir.is_dir() or not (run_dir / "config.yaml").is_file():
+    if not run_dir.is_dir() or not is_run_dir(run_dir):
         raise ConfigError(
-            f"{run_dir} exists and is not an earlier demo run (no config.yaml); "
+            f"{run_dir} exists and is not an earlier demo run (no seqlab run.json); "
             "choose another --out (nothing was deleted)"
         )
     known = RUN_FILES | artefacts()

@@ -26,6 +26,7 @@ from seqlab.data.tokenizers import Tokenizer, load_tokenizer, save_tokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.models import build_model
+from seqlab.progress import progress
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
 from seqlab.training.precision import autocast
 from seqlab.training.selection import Selection
@@ -65,7 +66,7 @@ def evaluate_lm(model: nn.Module, ids: Tensor, batch_size: int, num_steps: int) 
     xs = ids[:n].reshape(rows, -1).to(device)  # (B, N/B)
     ys = ids[1 : n + 1].reshape(rows, -1).to(device)  # (B, N/B)
     total, count, state = 0.0, 0, None
-    for start in range(0, xs.shape[1], num_steps):
+    for start in progress(range(0, xs.shape[1], num_steps), "evaluating", unit="window"):
         x, y = xs[:, start : start + num_steps], ys[:, start : start + num_steps]
         if is_recurrent(model):
             logits, state = model(x, state)  # (B, T, V)
@@ -114,6 +115,11 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
     corpus = load_corpus(cfg, tokenizer, vocab)
     d = cfg.data
     where = f"data.dataset={d.dataset}" + (f" ({d.path})" if d.path else "")
+    if len(corpus.train) + len(corpus.val) < 2:
+        raise DataError(
+            f"{where}: the text holds {len(corpus.train) + len(corpus.val)} token(s); a language "
+            "model needs a text to learn from"
+        )
     if len(corpus.val) < 2:
         raise DataError(
             f"{where}: the validation split (data.val_fraction={d.val_fraction}) holds "

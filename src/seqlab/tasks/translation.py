@@ -41,6 +41,7 @@ from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.models.search import Hypothesis, beam_search, greedy_search
+from seqlab.progress import progress
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
 from seqlab.tokens import EOS
 from seqlab.training.precision import autocast
@@ -200,7 +201,8 @@ class Translator(Predictor):
         order = sorted((i for i, ids in enumerate(src_ids) if ids), key=lambda i: len(src_ids[i]))
         limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
         with autocast(self.precision, device):
-            for start in range(0, len(order), batch_size):
+            starts = range(0, len(order), batch_size)
+            for start in progress(starts, "decoding", unit="batch"):
                 chunk = order[start : start + batch_size]
                 src, src_len = pad_sequences([src_ids[i] for i in chunk])
                 src, src_len = src.to(device), src_len.to(device)

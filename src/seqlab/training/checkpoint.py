@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, ValidationError
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
@@ -152,7 +153,10 @@ def pointer(run_dir: Path, which: str) -> int | None:
     if not path.is_file():
         return None
     data = read_json(path, f"{which} checkpoint pointer")
-    return int(data["step"])
+    step = data.get("step") if isinstance(data, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointError(f'{path}: expected {{"step": <number>}}, got {str(data)[:80]}')
+    return step
 
 
 def prune(run_dir: Path, keep_last: int) -> None:
@@ -170,6 +174,10 @@ def find_checkpoint(run_dir: str | Path, which: str = "best") -> Path:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise CheckpointError(f"run directory not found: {run_dir}")
+    if not which.isdigit() and which not in ("best", "latest"):
+        raise CheckpointError(
+            f"which checkpoint: best, latest or a step number, not {which[:40]!r}"
+        )
     step = int(which) if which.isdigit() else pointer(run_dir, which)
     if step is None and which == "best":
         step = pointer(run_dir, "latest")
@@ -185,12 +193,43 @@ def find_checkpoint(run_dir: str | Path, which: str = "best") -> Path:
     return path
 
 
+class _Schedule(BaseModel):
+    steps: NonNegativeInt
+    scale: float
+
+
+class _Meta(BaseModel):
+    """The keys of ``meta.json`` that seqlab reads back, and their types (others may follow)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    arch: str
+    step: NonNegativeInt
+    epoch: NonNegativeInt
+    batch: NonNegativeInt
+    best: float | None
+    evals_since_best: NonNegativeInt
+    history: list[dict[str, Any]]
+    world_size: PositiveInt = 1
+    optimizer: Any
+    rank_state: Any
+    schedule: _Schedule
+
+
 def read_meta(ckpt: Path) -> dict[str, Any]:
-    meta = read_json(ckpt / "meta.json")
+    """``meta.json`` of a checkpoint folder, checked: a foreign or damaged file is refused."""
+    path = ckpt / "meta.json"
+    meta = read_json(path)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a seqlab checkpoint (expected format {FORMAT!r})")
+    try:
+        _Meta.model_validate(meta)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        key = ".".join(str(p) for p in first["loc"]) or "<top level>"
         raise CheckpointError(
-            f"{ckpt / 'meta.json'}: not a seqlab checkpoint (expected format {FORMAT!r})"
-        )
+            f"{path}: damaged checkpoint metadata: {key}: {first['msg']} "
+            f"(got {str(first.get('input'))[:60]})"
+        ) from None
     return meta
 
 

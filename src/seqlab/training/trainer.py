@@ -40,7 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.config import TrainConfig
-from seqlab.errors import SeqlabError
+from seqlab.errors import SeqlabError, TrainingInterrupted
 from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
 from seqlab.training.optim import LRSchedule, Plateau, build_optimizer
@@ -78,10 +78,6 @@ LossFn = Callable[[nn.Module, Any, Any], LossOutput]
 
 class TrainingDiverged(SeqlabError):
     """The loss or the gradient became NaN or infinite."""
-
-
-class TrainingInterrupted(SeqlabError):
-    """Ctrl-C: the message says what was saved and how to resume."""
 
 
 class Callback:
