@@ -63,12 +63,13 @@ def check_new_run_dir(run_dir: Path) -> None:
             "or choose another --out"
         )
     if run_dir.is_dir():
-        foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_FILES | artefacts())
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        entries = sorted(p.name for p in run_dir.iterdir())
+        foreign = [n for n in entries if n not in RUN_FILES | artefacts()]
+        if entries and (foreign or not is_run_dir(run_dir)):
+            shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(entries) > 5 else "")
             raise ConfigError(
-                f"--out {run_dir} already holds files that are not a seqlab run ({shown}); "
-                "choose a new or empty directory (nothing was written)"
+                f"--out {run_dir} is not empty and not a seqlab run ({shown}); choose a new or "
+                "empty directory (nothing was written)"
             )
     probe = run_dir
     while not probe.exists():

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -188,6 +191,7 @@ class Trainer:
         self.pos = Position()
         self.carry: Any = None  # recurrent state after the last step, when batches carry it
         self.stop_reason = ""
+        self._ctrl_c = False  # set by the first Ctrl-C (see _ctrl_c_after_step)
 
     # ------------------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> dict[str, Any]:
@@ -197,11 +201,9 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_train_start(self)
         window = _Window()
-        try:
+        with self._ctrl_c_after_step():
             while not self.stop_reason:
                 window = self.run_epoch(window)
-        except KeyboardInterrupt:
-            self.interrupted()
         if window.tokens:
             self.log(window)
         summary = {
@@ -240,7 +242,6 @@ class Trainer:
             if end_of_epoch:
                 self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
             self.carry = None if end_of_epoch else state
-            self._resume_rng = ckpt.torch_rng_state()  # where a Ctrl-C checkpoint resumes
             window.loss_sum += loss * tokens
             window.tokens += tokens
             for cb in self.callbacks:
@@ -255,6 +256,10 @@ class Trainer:
                 paused = time.monotonic()
                 self.validate_and_checkpoint()
                 window.started += time.monotonic() - paused  # tokens/s counts training only
+            if dist.broadcast_flag(self._ctrl_c):
+                if window.tokens:
+                    self.log(window)
+                self.interrupted()
             if self.stop_reason or end_of_epoch:
                 return window
 
@@ -344,20 +349,48 @@ class Trainer:
             f"{self.run_dir} train.lr=<lower>"
         )
 
-    def interrupted(self) -> None:
-        """Ctrl-C: save the position before the step in progress (one process), then say so."""
-        resume = f"seqlab train --resume {self.run_dir}"
-        if self.world > 1 or self.pos.step == 0:
-            latest = ckpt.pointer(self.run_dir, "latest")
-            lost = f"steps since step {latest}" if latest is not None else "all steps"
-            raise TrainingInterrupted(
-                f"interrupted at step {self.pos.step}; {lost} are lost. Resume: {resume}"
+    @contextlib.contextmanager
+    def _ctrl_c_after_step(self) -> Iterator[None]:
+        """A first Ctrl-C stops training after the step in progress, with a checkpoint (see
+        :meth:`interrupted`); a second one aborts at once, losing the steps since the last
+        checkpoint."""
+        self._ctrl_c = False
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, frame: Any) -> None:
+            if self._ctrl_c:
+                raise KeyboardInterrupt
+            self._ctrl_c = True
+            print(
+                "\nseqlab: Ctrl-C: stopping after this step with a checkpoint "
+                "(press Ctrl-C again to abort now)",
+                file=sys.stderr,
+                flush=True,
             )
-        ckpt.set_torch_rng_state(self._resume_rng)  # as after the last step: resume stays exact
-        self.model.zero_grad(set_to_none=True)
-        self.save_checkpoint(is_best=False)
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        except KeyboardInterrupt:
+            latest = ckpt.pointer(self.run_dir, "latest")
+            lost = f"the steps since step {latest}" if latest is not None else "all steps"
+            raise TrainingInterrupted(
+                f"aborted at step {self.pos.step}; {lost} are lost. "
+                f"Resume: seqlab train --resume {self.run_dir}"
+            ) from None
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def interrupted(self) -> None:
+        """Save a checkpoint at the step just finished (all processes), then stop and say how to
+        resume. The position, RNG and carried state are those after the step: resume is exact."""
+        if ckpt.pointer(self.run_dir, "latest") != self.pos.step:
+            self.save_checkpoint(is_best=False)
         raise TrainingInterrupted(
-            f"interrupted; saved a checkpoint at step {self.pos.step}. Resume: {resume}"
+            f"interrupted; saved a checkpoint at step {self.pos.step}. "
+            f"Resume: seqlab train --resume {self.run_dir}"
         )
 
     # ------------------------------------------------------------------ validate, checkpoint
