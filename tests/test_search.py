@@ -178,13 +178,15 @@ def test_exhaustive_beam_equals_brute_force(arch):
         memory = model.reorder_memory(model.encode(src, src_len), torch.zeros(k, dtype=torch.long))
         tgt_in, _ = pad_sequences([[BOS] + y for y in outputs])
         tgt_out, _ = pad_sequences([y + [EOS] for y in outputs])
-        logp = model.decode(memory, tgt_in)[0].log_softmax(-1)
+        logits = model.decode(memory, tgt_in)[0]
+        logits[..., [PAD, BOS]] = -math.inf  # never output: renormalised without them
+        logp = logits.log_softmax(-1)
         token_logp = logp.gather(-1, tgt_out[..., None]).squeeze(-1)
         valid = (
             torch.arange(tgt_out.shape[1])[None, :]
             <= torch.tensor([len(y) for y in outputs])[:, None]
         )
-        brute = (token_logp * valid).sum(-1)
+        brute = token_logp.masked_fill(~valid, 0.0).sum(-1)
     expected = sorted(zip(brute.tolist(), map(tuple, outputs), strict=True), reverse=True)
     assert [tuple(h.tokens) for h in hyps] == [y for _, y in expected]
     assert [h.score for h in hyps] == pytest.approx([s for s, _ in expected], abs=1e-4)

@@ -323,6 +323,14 @@ class ExperimentConfig(Strict):
                     "decode.strategy=sample is for language models; translation decodes with "
                     "greedy or beam"
                 )
+            if getattr(model, "share_embeddings", False) and not (
+                data.tokenizer == "subword" and data.subword.joint
+            ):
+                raise ValueError(
+                    "model.share_embeddings needs one vocabulary for both sides: "
+                    "data.tokenizer: subword with data.subword.joint: true (or set "
+                    "model.share_embeddings: false)"
+                )
             model_len = getattr(model, "max_len", None)
             if model_len is not None and model_len < data.max_len:
                 raise ValueError(

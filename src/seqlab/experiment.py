@@ -41,7 +41,7 @@ RESUMABLE = (
     "train.threads",
     "decode.*",
 )
-RUN_FILES = {"run.json", "config.yaml", "metrics.jsonl", "curves.png", "checkpoints"}
+RUN_FILES = {"run.json", "config.yaml", "metrics.jsonl", "curves.png", "checkpoints", "exports"}
 MARKER = {"format": "seqlab.run/1"}
 
 

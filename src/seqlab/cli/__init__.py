@@ -12,7 +12,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 
-from seqlab.cli import data, infer, tools, train
+from seqlab.cli import data, export, infer, tools, train
 from seqlab.errors import SeqlabError, TrainingInterrupted
 
 
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seqlab", description="Sequence models from RNNs to the Transformer."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data, train, infer, tools):
+    for module in (data, train, infer, export, tools):
         module.add_commands(sub)
     return parser
 

@@ -54,6 +54,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         )
     if translation and args.text:
         raise SeqlabError("--text scores a language model; for translation use --src and --ref")
+    if not translation and (args.engine != "pytorch" or args.quantize):
+        raise SeqlabError("--engine and --quantize apply to translation runs")
+    if translation:
+        check_engine(args, model)
+    engine = {"engine": args.engine, "quantize": args.quantize}
     if args.src:
         sources, references = read_lines(args.src, "--src"), read_lines(args.ref, "--ref")
         if len(sources) != len(references):
@@ -64,14 +69,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         result = {
             "src": args.src,
             "ref": args.ref,
-            **model.score(sources, references, beam=args.beam),
+            **model.score(sources, references, beam=args.beam, **engine),
         }
     elif args.text:
         result = {"text": args.text, **model.perplexity("\n".join(read_lines(args.text, "--text")))}
     elif translation:
         result = {
             "split": args.split or "val",
-            **model.evaluate_split(args.split or "val", beam=args.beam),
+            **model.evaluate_split(args.split or "val", beam=args.beam, **engine),
         }
     else:
         result = {"split": args.split or "val", **model.evaluate_split(args.split or "val")}
@@ -105,6 +110,39 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- translate
+def check_engine(args: argparse.Namespace, model: Any) -> None:
+    """``--engine``/``--quantize`` combinations, before any work."""
+    if args.quantize and args.engine != "ctranslate2":
+        raise SeqlabError("--quantize applies to --engine ctranslate2")
+    if args.engine == "ctranslate2":
+        from seqlab.export.ctranslate2 import require_ctranslate2
+
+        require_ctranslate2()
+        if model.cfg.model.arch != "transformer":
+            raise SeqlabError(
+                f"--engine ctranslate2 runs Transformer translation models, not "
+                f"model.arch={model.cfg.model.arch}"
+            )
+        if getattr(args, "attention_png", None):
+            raise SeqlabError(
+                "--attention-png needs --engine pytorch (CTranslate2 returns no attention)"
+            )
+
+
+def engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        choices=["pytorch", "ctranslate2"],
+        default="pytorch",
+        help="decode with seqlab (pytorch) or the model exported to CTranslate2",
+    )
+    p.add_argument(
+        "--quantize",
+        choices=["int8", "int16", "bfloat16"],
+        help="ctranslate2: quantized weights (e.g. int8)",
+    )
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     from seqlab.tasks.translation import decode_options
 
@@ -114,6 +152,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         check_writable_dir(args.attention_png, "--attention-png")
     model = load_for(args, "translation")
     decode = decode_options(model.cfg.decode, args.beam, args.nbest)
+    check_engine(args, model)
     if args.attention_png and not model.has_attention:
         raise SeqlabError(
             f"--attention-png: model.arch={model.cfg.model.arch} has no attention over the "
@@ -124,7 +163,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     def run(batch: list[str]) -> None:
         found = model.hypotheses(
-            batch, beam=args.beam, nbest=args.nbest, need_attention=bool(args.attention_png)
+            batch,
+            beam=args.beam,
+            nbest=args.nbest,
+            need_attention=bool(args.attention_png),
+            engine=args.engine,
+            quantize=args.quantize,
         )
         for line, hyps in zip(batch, found, strict=True):
             counter[0] += 1
@@ -214,6 +258,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--text", metavar="FILE", help="language model: perplexity of this text")
     p.add_argument("--beam", type=positive_int, help="translation: beam size (1 = greedy)")
     p.add_argument("--output", metavar="FILE", help="translation: also write the hypotheses here")
+    engine_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_evaluate)
 
@@ -235,6 +280,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--attention-png", metavar="DIR", help="write one source×output heatmap per sentence"
     )
+    engine_args(p)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("generate", help="continue a text prefix with a trained language model")

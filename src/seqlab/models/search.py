@@ -15,7 +15,8 @@ the whole prefix at every step: the slow reference the cache must agree with.
 (``max_len_a``, ``max_len_b``; S_b = ``src_len[b]``, which counts the source ``<eos>``), further
 capped by ``max_len`` and by the model's ``max_decode_len`` positions. At that length ``<eos>`` is
 forced. The returned token lists hold neither ``<bos>`` nor ``<eos>``; ``<pad>`` and ``<bos>``
-are never chosen (their log-probabilities are set to -inf, the others are not renormalised).
+are never chosen: they are removed from the model's distribution (their logits set to -inf before
+the softmax), so the remaining probabilities are renormalised, as CTranslate2 does.
 
 **Beam search** (as fairseq): each step scores all K·V extensions of the K live beams per
 sentence and takes the best 2K. An ``<eos>`` among the best K closes a hypothesis, the K best that
@@ -105,7 +106,7 @@ def _predict(
     """Next-token scores of every row, from the state or the whole prefix.
 
     Returns the logits with the never-output tokens at -inf and each row's log normaliser
-    (logsumexp of the model's logits), so log p = logits - log_norm. Keeping them apart spares
+    (logsumexp of the allowed logits), so log p = logits - log_norm. Keeping them apart spares
     greedy search a full ``(R, V)`` subtraction per step.
 
     Shape:
@@ -120,8 +121,8 @@ def _predict(
         logits, attn = model.decode(memory, prefix, need_attention=need_attention)  # (R, 1+t, V)
         logits, attn = logits[:, -1], (None if attn is None else attn[:, -1])  # (R, V), (R, S)
     logits = logits.float()  # (R, V)
+    logits[:, _NEVER_OUTPUT] = -math.inf  # removed from the distribution (renormalised)
     log_norm = logits.logsumexp(dim=-1, keepdim=True)  # (R, 1)
-    logits[:, _NEVER_OUTPUT] = -math.inf  # the model's probabilities, not renormalised
     return logits, log_norm, state, attn
 
 

@@ -17,6 +17,7 @@ A run directory holds ``src_vocab.json``, ``tgt_vocab.json``, ``src_tokenizer.js
 
 from __future__ import annotations
 
+import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -156,6 +157,7 @@ class Translator(Predictor):
     ) -> None:
         super().__init__(model, cfg, run)
         self.vocabs = vocabs
+        self._engines: dict[tuple[str, int], Any] = {}  # CTranslate2 engines, by compute type
 
     @property
     def has_attention(self) -> bool:
@@ -178,13 +180,26 @@ class Translator(Predictor):
         nbest: int | None = None,
         need_attention: bool = False,
         batch_size: int = 128,
+        engine: str = "pytorch",
+        quantize: str | None = None,
     ) -> list[list[Hypothesis]]:
         """n-best hypotheses per sentence, in input order (batched by length).
 
         Blank sentences get one empty hypothesis without decoding. Over-long inputs are cut to
         ``data.max_len`` positions, with one warning.
+
+        Args:
+            engine: ``pytorch`` (seqlab's own search) or ``ctranslate2`` (the model exported to
+                CTranslate2 on first use, see :meth:`ctranslate2_engine`).
+            quantize: with ``ctranslate2``: a compute type such as ``int8``.
         """
         decode = decode_options(self.cfg.decode, beam, nbest)
+        if engine not in ("pytorch", "ctranslate2"):
+            raise SeqlabError(f"engine must be pytorch or ctranslate2, not {engine!r}")
+        if engine == "pytorch" and quantize is not None:
+            raise SeqlabError("quantization applies to the ctranslate2 engine")
+        if engine == "ctranslate2" and need_attention:
+            raise SeqlabError("the ctranslate2 engine returns no attention weights to draw")
         src_ids = [self.source_ids(s) if s.strip() else [] for s in sentences]
         cut = sum(
             len(self.vocabs.src_tokenizer.tokenize(s)) > self.cfg.data.max_len - 1
@@ -200,10 +215,23 @@ class Translator(Predictor):
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in src_ids]
         order = sorted((i for i, ids in enumerate(src_ids) if ids), key=lambda i: len(src_ids[i]))
         limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
+        fast = self.ctranslate2_engine(quantize) if engine == "ctranslate2" else None
         with autocast(self.precision, device):
             starts = range(0, len(order), batch_size)
             for start in progress(starts, "decoding", unit="batch"):
                 chunk = order[start : start + batch_size]
+                if fast is not None:
+                    found = fast.search(
+                        [src_ids[i] for i in chunk],
+                        beam_size=decode.beam_size if decode.strategy == "beam" else 1,
+                        nbest=decode.nbest,
+                        length_penalty=decode.length_penalty,
+                        max_decode_len=self.model.max_decode_len,
+                        **limits,
+                    )
+                    for i, hyps in zip(chunk, found, strict=True):
+                        results[i] = hyps
+                    continue
                 src, src_len = pad_sequences([src_ids[i] for i in chunk])
                 src, src_len = src.to(device), src_len.to(device)
                 if decode.strategy == "beam":
@@ -226,15 +254,54 @@ class Translator(Predictor):
                     results[i] = hyps
         return results
 
+    def ctranslate2_engine(self, quantize: str | None = None, threads: int = 0) -> Any:
+        """The model exported to CTranslate2 (once, into ``RUN/exports/``) and loaded with
+        ``compute_type`` ``quantize`` (fp32 when None)."""
+        from seqlab.export.ctranslate2 import CTranslate2Engine, export_ctranslate2
+
+        key = (quantize or "float32", threads)
+        engines = self.__dict__.setdefault("_engines", {})
+        if key not in engines:
+            if self.run is not None:
+                step = self.run.checkpoint.name
+                where = self.run.run_dir / "exports" / f"ctranslate2-{step}"
+            else:
+                where = Path(tempfile.mkdtemp(prefix="seqlab-ct2-")) / "model"
+            if not (where / "seqlab.json").is_file():
+                origin = {"checkpoint": str(self.run.checkpoint)} if self.run else {}
+                export_ctranslate2(
+                    self.model,
+                    len(self.vocabs.src_vocab),
+                    len(self.vocabs.tgt_vocab),
+                    where,
+                    origin,
+                )
+            engines[key] = CTranslate2Engine(where, compute_type=key[0], threads=threads)
+        return engines[key]
+
     def translate(
-        self, sentences: Sequence[str], *, beam: int | None = None, batch_size: int = 128
+        self,
+        sentences: Sequence[str],
+        *,
+        beam: int | None = None,
+        batch_size: int = 128,
+        engine: str = "pytorch",
+        quantize: str | None = None,
     ) -> list[str]:
         """The best translation of each sentence (``beam``: None = the run's ``decode``)."""
-        found = self.hypotheses(sentences, beam=beam, nbest=1, batch_size=batch_size)
+        found = self.hypotheses(
+            sentences, beam=beam, nbest=1, batch_size=batch_size, engine=engine, quantize=quantize
+        )
         return [self.detokenize(h[0].tokens) for h in found]
 
     def score(
-        self, sources: Sequence[str], references: Sequence[str], *, beam: int | None = None
+        self,
+        sources: Sequence[str],
+        references: Sequence[str],
+        *,
+        beam: int | None = None,
+        engine: str = "pytorch",
+        quantize: str | None = None,
     ) -> dict[str, Any]:
         """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
         outputs (key ``translations``)."""
@@ -243,10 +310,17 @@ class Translator(Predictor):
                 f"{len(sources)} source sentences but {len(references)} references; they must "
                 "pair up line by line"
             )
-        outputs = self.translate(sources, beam=beam)
+        outputs = self.translate(sources, beam=beam, engine=engine, quantize=quantize)
         return {**score_translations(outputs, references), "translations": outputs}
 
-    def evaluate_split(self, split: str = "val", *, beam: int | None = None) -> dict[str, Any]:
+    def evaluate_split(
+        self,
+        split: str = "val",
+        *,
+        beam: int | None = None,
+        engine: str = "pytorch",
+        quantize: str | None = None,
+    ) -> dict[str, Any]:
         """Score the configured dataset's ``split`` (reads the data; the model is the run's)."""
         splits = load_pairs(self.cfg)
         if split not in splits:
@@ -254,7 +328,8 @@ class Translator(Predictor):
                 f"{self.cfg.data.dataset} has no {split!r} split; choose from {', '.join(splits)}"
             )
         pairs = splits[split]
-        return self.score([s for s, _ in pairs], [t for _, t in pairs], beam=beam)
+        sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+        return self.score(sources, references, beam=beam, engine=engine, quantize=quantize)
 
 
 # ------------------------------------------------------------------------------- training

@@ -1,0 +1,285 @@
+"""Export the Transformer translation model to CTranslate2, and decode with it.
+
+`CTranslate2 <https://github.com/OpenNMT/CTranslate2>`_ is an inference engine for Transformer
+models with its own CPU kernels and int8 quantization. :func:`export_ctranslate2` fills a
+``ctranslate2.specs.TransformerSpec`` from a :class:`~seqlab.models.transformer_seq2seq.TransformerSeq2Seq`:
+
+- pre-norm or post-norm layers (with the final LayerNorm of pre-norm stacks), ReLU FFN,
+  LayerNorm ε = 1e-5 as PyTorch's;
+- self-attention's packed [W_Q; W_K; W_V] projection as is; cross-attention split into the query
+  rows and the fused key/value rows;
+- token embeddings multiplied by √d, shared between encoder and decoder when the model shares
+  them, the output layer tied to the target embedding when it is (CTranslate2 aliases equal
+  arrays);
+- seqlab's own sinusoidal table passed explicitly as the position encodings: CTranslate2's
+  built-in one concatenates [sin, cos] blocks instead of interleaving them.
+
+**Vocabulary.** CTranslate2 reads tokens as strings. Rather than rely on the tokenizer's strings
+(a character model has " " as a token; pieces may hold anything), the exported vocabularies are
+seqlab's ids written as ``#<id>``, with the four special tokens under their own names; the engine
+converts ids both ways, so it decodes exactly the ids seqlab would.
+
+:class:`CTranslate2Engine` decodes like :mod:`seqlab.models.search`: the source is ``x <eos>``,
+decoding starts from ``<bos>``, ``<pad>`` and ``<bos>`` are never produced, beam scores are
+``log p / |y|^α`` with ``<eos>`` counted, and ``<eos>`` may come first. Two differences remain:
+seqlab forces ``<eos>`` at each sentence's own length limit floor(a·S + b), while CTranslate2 has
+one limit per batch, the largest of its sentences'; and seqlab's beam search stops a sentence once
+it has K finished hypotheses (fairseq's rule), while CTranslate2 may keep searching, so n-best
+entries after the first can differ.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from seqlab.errors import SeqlabError
+from seqlab.nn.positional_encoding import sinusoidal_table
+from seqlab.tokens import BOS, PAD, SPECIAL_TOKENS
+
+FORMAT = "seqlab.ctranslate2/1"
+INSTALL = "pip install ctranslate2  (or `make install`, which installs seqlab's extras)"
+
+
+def require_ctranslate2() -> Any:
+    """The ``ctranslate2`` module, or a clear error saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise SeqlabError(
+            f"the CTranslate2 engine is not installed; install it with: {INSTALL}"
+        ) from None
+    return ctranslate2
+
+
+def token_name(i: int) -> str:
+    """The string CTranslate2 sees for seqlab id ``i``."""
+    return SPECIAL_TOKENS[i] if i < len(SPECIAL_TOKENS) else f"#{i}"
+
+
+def _np(t: Any) -> np.ndarray:
+    return t.detach().cpu().float().numpy()
+
+
+def _linear(spec: Any, weight: Any, bias: Any = None) -> None:
+    spec.weight = _np(weight)
+    if bias is not None:
+        spec.bias = _np(bias)
+
+
+def _norm(spec: Any, ln: nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = _np(ln.weight), _np(ln.bias)
+
+
+def _attention(spec: Any, mha: nn.Module, self_attention: bool) -> None:
+    w, b = mha.in_proj.weight, mha.in_proj.bias
+    d = mha.d_model
+    if self_attention:  # [W_Q; W_K; W_V], as CTranslate2 fuses them
+        _linear(spec.linear[0], w, b)
+    else:  # queries from the decoder, keys and values from the encoder
+        _linear(spec.linear[0], w[:d], None if b is None else b[:d])
+        _linear(spec.linear[1], w[d:], None if b is None else b[d:])
+    _linear(spec.linear[-1], mha.out_proj.weight, mha.out_proj.bias)
+
+
+def _ffn(spec: Any, ffn: nn.Module, ln: nn.LayerNorm) -> None:
+    _norm(spec.layer_norm, ln)
+    _linear(spec.linear_0, ffn.linear1.weight, ffn.linear1.bias)
+    _linear(spec.linear_1, ffn.linear2.weight, ffn.linear2.bias)
+
+
+def build_spec(model: nn.Module, src_vocab_size: int, tgt_vocab_size: int) -> Any:
+    """The ``TransformerSpec`` holding ``model``'s weights and vocabularies."""
+    ct2 = require_ctranslate2()
+    from ctranslate2.specs import transformer_spec
+
+    from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
+
+    if not isinstance(model, TransformerSeq2Seq):
+        raise SeqlabError(
+            f"CTranslate2 export supports the Transformer translation model (model.arch: "
+            f"transformer), not {type(model).__name__}"
+        )
+    cfg = model.cfg
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.encoder_layers, cfg.decoder_layers),
+        cfg.num_heads,
+        pre_norm=cfg.norm == "pre",
+        activation=ct2.specs.Activation.RELU,
+    )
+    table = _np(sinusoidal_table(cfg.max_len, cfg.d_model))  # (L, d)
+    enc, dec = model.encoder, model.decoder
+    spec.encoder.embeddings[0].weight = _np(enc.embed.token.weight)
+    spec.encoder.scale_embeddings = True  # × √d
+    spec.encoder.position_encodings.encodings = table
+    for layer, block in zip(spec.encoder.layer, enc.blocks, strict=True):
+        _attention(layer.self_attention, block.self_attn, self_attention=True)
+        _norm(layer.self_attention.layer_norm, block.addnorm1.ln)
+        _ffn(layer.ffn, block.ffn, block.addnorm2.ln)
+    shared = dec.embed.token.weight is enc.embed.token.weight
+    target = spec.encoder.embeddings[0].weight if shared else _np(dec.embed.token.weight)
+    spec.decoder.embeddings.weight = target
+    spec.decoder.scale_embeddings = True
+    spec.decoder.position_encodings.encodings = table
+    tied = model.output.weight is dec.embed.token.weight
+    spec.decoder.projection.weight = target if tied else _np(model.output.weight)
+    for layer, block in zip(spec.decoder.layer, dec.blocks, strict=True):
+        _attention(layer.self_attention, block.self_attn, self_attention=True)
+        _norm(layer.self_attention.layer_norm, block.addnorm1.ln)
+        _attention(layer.attention, block.cross_attn, self_attention=False)
+        _norm(layer.attention.layer_norm, block.addnorm2.ln)
+        _ffn(layer.ffn, block.ffn, block.addnorm3.ln)
+    if cfg.norm == "pre":
+        _norm(spec.encoder.layer_norm, enc.final_norm)
+        _norm(spec.decoder.layer_norm, dec.final_norm)
+    spec.register_source_vocabulary([token_name(i) for i in range(src_vocab_size)])
+    spec.register_target_vocabulary([token_name(i) for i in range(tgt_vocab_size)])
+    names = SPECIAL_TOKENS
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = (
+        names[0],
+        names[2],
+        names[3],
+    )
+    spec.config.decoder_start_token = names[BOS]
+    spec.config.add_source_eos = False  # the engine passes seqlab's own source, <eos> included
+    spec.config.layer_norm_epsilon = 1e-5
+    return spec
+
+
+def export_ctranslate2(
+    model: nn.Module,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    out_dir: str | Path,
+    origin: dict[str, Any] | None = None,
+    quantization: str | None = None,
+) -> Path:
+    """Write ``model`` as a CTranslate2 model directory, atomically.
+
+    ``origin`` (e.g. the checkpoint) is recorded in ``seqlab.json`` beside the weights.
+    ``quantization`` (``int8``, ``int16``, ``bfloat16``) stores quantized weights; a float32
+    export can also be quantized when the engine loads it (``compute_type``).
+    """
+    spec = build_spec(model, src_vocab_size, tgt_vocab_size)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        spec.save(str(tmp))
+        info = {
+            "format": FORMAT,
+            "vocabulary": "#<id>",
+            "quantization": quantization or "float32",
+            **(origin or {}),
+        }
+        (tmp / "seqlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+@dataclass
+class Decoded:
+    """One hypothesis, with :class:`seqlab.models.search.Hypothesis`'s conventions."""
+
+    tokens: list[int]  # without <bos> and <eos>
+    score: float
+    log_prob: float | None = None
+    attention: None = None
+
+
+class CTranslate2Engine:
+    """Decode seqlab token ids with an exported CTranslate2 model.
+
+    Args:
+        model_dir: written by :func:`export_ctranslate2`.
+        compute_type: ``default``/``float32`` or a quantized type such as ``int8``.
+        threads: CPU threads of the engine (0: CTranslate2's default).
+    """
+
+    def __init__(self, model_dir: str | Path, compute_type: str = "float32", threads: int = 0):
+        ct2 = require_ctranslate2()
+        info_path = Path(model_dir) / "seqlab.json"
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            info = None
+        if not isinstance(info, dict) or info.get("format") != FORMAT:
+            raise SeqlabError(f"{model_dir} is not a CTranslate2 model exported by seqlab")
+        self.model_dir, self.compute_type = Path(model_dir), compute_type
+        self.translator = ct2.Translator(
+            str(model_dir), device="cpu", compute_type=compute_type, intra_threads=threads
+        )
+
+    @staticmethod
+    def _source(ids: Sequence[int]) -> list[str]:
+        return [token_name(int(i)) for i in ids]
+
+    @staticmethod
+    def _ids(tokens: Sequence[str]) -> list[int]:
+        return [SPECIAL_TOKENS.index(t) if t in SPECIAL_TOKENS else int(t[1:]) for t in tokens]
+
+    def search(
+        self,
+        src_ids: Sequence[Sequence[int]],
+        *,
+        beam_size: int = 1,
+        nbest: int = 1,
+        length_penalty: float = 1.0,
+        max_len_a: float = 1.5,
+        max_len_b: int = 10,
+        max_decode_len: int | None = None,
+    ) -> list[list[Decoded]]:
+        """n-best hypotheses for each source (token ids ending in ``<eos>``), in input order.
+
+        Greedy search when ``beam_size`` is 1. The batch's output limit is the largest
+        floor(a·S + b) of its sentences (capped by the model's positions), ``<eos>`` excluded.
+        """
+        if not src_ids:
+            return []
+        limit = max(int(max_len_a * len(s) + max_len_b) for s in src_ids)
+        if max_decode_len is not None:
+            limit = min(limit, max_decode_len - 1)
+        results = self.translator.translate_batch(
+            [self._source(s) for s in src_ids],
+            beam_size=beam_size,
+            num_hypotheses=nbest,
+            length_penalty=length_penalty,
+            suppress_sequences=[[token_name(PAD)], [token_name(BOS)]],
+            max_decoding_length=max(limit, 0) + 1,  # + <eos>
+            min_decoding_length=0,  # <eos> may come first, as in seqlab
+            max_input_length=0,
+            return_scores=True,
+        )
+        return [
+            [
+                Decoded(self._ids(tokens), float(score))
+                for tokens, score in zip(r.hypotheses, r.scores, strict=True)
+            ]
+            for r in results
+        ]
+
+    def score(
+        self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]
+    ) -> list[list[float]]:
+        """Teacher-forced log-probabilities of each target token and of the final ``<eos>``."""
+        results = self.translator.score_batch(
+            [self._source(s) for s in src_ids],
+            [[token_name(int(i)) for i in t] for t in tgt_ids],
+            max_input_length=0,
+        )
+        return [list(r.log_probs) for r in results]

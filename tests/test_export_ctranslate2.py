@@ -1,0 +1,157 @@
+"""CTranslate2 export: the engine computes seqlab's probabilities and decodes the same outputs."""
+
+import builtins
+import shutil
+
+import pytest
+import torch
+
+from seqlab import load
+from seqlab.cli import main
+from seqlab.config import config_from_dict
+from seqlab.data.translation_batching import pad_sequences
+from seqlab.errors import SeqlabError
+from seqlab.experiment import train
+from seqlab.models.search import beam_search, greedy_search
+from seqlab.tasks.translation import load_pairs
+from seqlab.tokens import BOS, EOS
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+from seqlab.export.ctranslate2 import CTranslate2Engine, export_ctranslate2  # noqa: E402
+
+LIMITS = {"max_len_a": 0.0, "max_len_b": 12}
+
+
+def dates_transformer(root, norm, share):
+    data = {"dataset": "dates", "num_examples": 1500, "val_examples": 40, "max_len": 40}
+    data.update(
+        {"tokenizer": "subword", "subword": {"vocab_size": 60, "joint": True}}
+        if share
+        else {"tokenizer": "char", "batch_tokens": 1024}
+    )
+    raw = {
+        "data": data,
+        "model": {
+            "arch": "transformer",
+            "d_model": 32,
+            "num_heads": 4,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "d_ff": 64,
+            "dropout": 0.0,
+            "max_len": 64,
+            "norm": norm,
+            "share_embeddings": share,
+            "tie_output": True,
+        },
+        "train": {"max_steps": 80, "eval_every": 80, "threads": 1, "lr": 3e-3, "log_every": 100},
+        "decode": LIMITS,
+    }
+    train(config_from_dict(raw), root / f"{norm}-{share}")
+    return load(root / f"{norm}-{share}")
+
+
+@pytest.fixture(scope="module", params=[("pre", True), ("post", False)], ids=["pre-shared", "post"])
+def exported(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ct2")
+    m = dates_transformer(root, *request.param)
+    sizes = len(m.vocabs.src_vocab), len(m.vocabs.tgt_vocab)
+    out = export_ctranslate2(m.model, *sizes, root / "model")
+    val = load_pairs(m.cfg)["val"]
+    src = [m.source_ids(s) for s, _ in val]
+    tgt = [m.vocabs.tgt_vocab[m.vocabs.tgt_tokenizer.tokenize(t)] for _, t in val]
+    return m, CTranslate2Engine(out, threads=1), out, src, tgt
+
+
+def test_token_log_probabilities_match(exported):
+    m, engine, _, src, tgt = exported
+    theirs = engine.score(src, tgt)
+    s, s_len = pad_sequences(src)
+    t_in, _ = pad_sequences([[BOS] + t for t in tgt])
+    with torch.no_grad():
+        logp = m.model(s, s_len, t_in).log_softmax(-1)
+    for i, t in enumerate(tgt):
+        labels = t + [EOS]
+        ours = logp[i, torch.arange(len(labels)), torch.tensor(labels)]
+        torch.testing.assert_close(torch.tensor(theirs[i]), ours, atol=1e-4, rtol=0)
+
+
+def test_greedy_and_beam_outputs_match(exported):
+    """Greedy outputs are identical, and so are the best beam hypotheses with their scores.
+    Further n-best entries may differ: seqlab stops a sentence once it has K finished hypotheses
+    (fairseq's rule), CTranslate2 keeps searching for better ones."""
+    m, engine, _, src, _ = exported
+    s, s_len = pad_sequences(src)
+    greedy = greedy_search(m.model, s, s_len, **LIMITS)
+    assert [h.tokens for h in greedy] == [h[0].tokens for h in engine.search(src, **LIMITS)]
+    beams = beam_search(m.model, s, s_len, beam_size=5, nbest=3, **LIMITS)
+    theirs = engine.search(src, beam_size=5, nbest=3, **LIMITS)
+    assert [b[0].tokens for b in beams] == [b[0].tokens for b in theirs]
+    ours_scores = torch.tensor([b[0].score for b in beams])
+    torch.testing.assert_close(
+        torch.tensor([b[0].score for b in theirs]), ours_scores, atol=1e-4, rtol=0
+    )
+
+
+def test_int8_runs_through_the_run_directory(exported, capsys, tmp_path):
+    m, _, _, src, _ = exported
+    sentences = ["saturday 9 may 1998", "", "09/05/98"]
+    fp32 = m.translate(sentences, engine="ctranslate2")
+    assert fp32 == m.translate(sentences)  # same outputs as seqlab's own search
+    int8 = m.translate(sentences, engine="ctranslate2", quantize="int8")
+    assert len(int8) == 3 and int8[1] == ""
+    assert (m.run.run_dir / "exports").is_dir()
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("\n".join(sentences) + "\n")
+    argv = ["translate", "--checkpoint", str(m.run.run_dir), "--input", str(inputs)]
+    assert main([*argv, "--engine", "ctranslate2", "--beam", "3"]) == 0
+    assert main([*argv, "--beam", "3"]) == 0
+    both = capsys.readouterr().out.splitlines()
+    assert both[:3] == both[3:]
+    assert main([*argv, "--quantize", "int8"]) == 2
+    assert "--quantize applies to --engine ctranslate2" in capsys.readouterr().err
+
+
+def test_export_command(exported, tmp_path, capsys):
+    m = exported[0]
+    out = tmp_path / "ct2"
+    argv = ["export", "--format", "ctranslate2", "--checkpoint", str(m.run.run_dir)]
+    assert main([*argv, "--out", str(out), "--quantize", "int8"]) == 0
+    assert "int8 weights" in capsys.readouterr().out
+    engine = CTranslate2Engine(out, threads=1)
+    assert engine.search([m.source_ids("May 9, 1998")], **LIMITS)[0][0].tokens
+
+
+def test_only_transformers_export(tmp_path, capsys):
+    raw = {
+        "data": {"dataset": "dates", "tokenizer": "char", "num_examples": 100, "val_examples": 5},
+        "model": {"arch": "seq2seq", "embed_dim": 8, "hidden_size": 8, "num_layers": 1},
+        "train": {"max_steps": 1, "eval_every": 1, "threads": 1},
+        "decode": LIMITS,
+    }
+    train(config_from_dict(raw), tmp_path / "s2s")
+    m = load(tmp_path / "s2s")
+    with pytest.raises(SeqlabError, match="Transformer translation model .* not Seq2Seq"):
+        export_ctranslate2(m.model, 10, 10, tmp_path / "x")
+    argv = ["export", "--format", "ctranslate2", "--checkpoint", str(tmp_path / "s2s")]
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    assert "model.arch=seq2seq" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_missing_package_says_how_to_install(monkeypatch, exported, tmp_path, capsys):
+    real = builtins.__import__
+
+    def no_ct2(name, *args, **kwargs):
+        if name == "ctranslate2" or name.startswith("ctranslate2."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ct2)
+    m = exported[0]
+    with pytest.raises(SeqlabError, match="pip install ctranslate2"):
+        export_ctranslate2(m.model, 10, 10, tmp_path / "x")
+    run = tmp_path / "copy"
+    shutil.copytree(m.run.run_dir, run)
+    assert main(["translate", "--checkpoint", str(run), "--engine", "ctranslate2"]) == 2
+    assert "pip install ctranslate2" in capsys.readouterr().err
