@@ -20,8 +20,12 @@ BENCHMARKS = [
         ["shakespeare_transformer.py"],
     ),
     (
-        "Multi30k en→de Transformer: training vs nn.Transformer reference; cached vs recomputed greedy decoding",
-        ["translation_speed.py"],
+        "Multi30k en→de Transformer training: vs nn.Transformer, and share of the matmul peak",
+        ["translation_training.py"],
+    ),
+    (
+        "Multi30k en→de decoding: seqlab vs CTranslate2 fp32 and int8, greedy and beam 5",
+        ["translation_decoding.py"],
     ),
 ]
 

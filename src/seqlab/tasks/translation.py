@@ -254,12 +254,12 @@ class Translator(Predictor):
                     results[i] = hyps
         return results
 
-    def ctranslate2_engine(self, quantize: str | None = None, threads: int = 0) -> Any:
+    def ctranslate2_engine(self, quantize: str | None = None) -> Any:
         """The model exported to CTranslate2 (once, into ``RUN/exports/``) and loaded with
-        ``compute_type`` ``quantize`` (fp32 when None)."""
+        ``compute_type`` ``quantize`` (fp32 when None), using as many threads as PyTorch."""
         from seqlab.export.ctranslate2 import CTranslate2Engine, export_ctranslate2
 
-        key = (quantize or "float32", threads)
+        key = (quantize or "float32", torch.get_num_threads())
         engines = self.__dict__.setdefault("_engines", {})
         if key not in engines:
             if self.run is not None:

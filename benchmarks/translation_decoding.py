@@ -1,0 +1,126 @@
+"""Decoding the 1,014 Multi30k validation sentences: seqlab against CTranslate2, in one process.
+
+One trained en→de Transformer (``--checkpoint``, default the README's
+``runs/m30-en-de-transformer``), greedy and beam 5, three engines:
+
+- ``seqlab``: seqlab's own cached search in PyTorch (fp32, or bf16 where native: ``decode.precision``);
+- ``ct2-fp32``: the model exported to CTranslate2, float32;
+- ``ct2-int8``: the same export, int8 weights (CTranslate2 ``compute_type="int8"``).
+
+Every engine gets the same sentences in the same batches (``--batch-size``, sorted by length),
+the same threads (PyTorch's and CTranslate2's ``intra_threads``), one warm-up pass, then the best
+of ``--repeats`` timed passes. Reported: sentences/s, target tokens/s (tokens produced, ``<eos>``
+included), BLEU (sacreBLEU, cased, detokenised) and the ratios to seqlab. Goals (issue): seqlab ≥
+CTranslate2 fp32's throughput; int8 ≥ 2× seqlab with BLEU within 0.3.
+
+    SEQLAB_DATA_DIR=../shared/data .venv/bin/python benchmarks/translation_decoding.py [--threads 2]
+
+Writes ``benchmarks/results/translation_decoding.json``, with the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from seqlab import load
+from seqlab.tasks.translation import load_pairs, score_translations
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import machine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DEFAULT_RUN = ROOT / "runs" / "m30-en-de-transformer"
+ENGINES = {
+    "seqlab": ("pytorch", None),
+    "ct2-fp32": ("ctranslate2", None),
+    "ct2-int8": ("ctranslate2", "int8"),
+}
+
+
+def measure(model, sources, references, beam: int, engine: str, quantize, repeats: int, batch):
+    """Best-of-``repeats`` time after a warm-up; outputs and BLEU of the last pass."""
+    run = dict(beam=beam, nbest=1, engine=engine, quantize=quantize, batch_size=batch)
+    model.hypotheses(sources[:batch], **run)  # warm-up (and the export, the first time)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        found = model.hypotheses(sources, **run)
+        best = min(best, time.perf_counter() - start)
+    outputs = [model.detokenize(h[0].tokens) for h in found]
+    tokens = sum(len(h[0].tokens) + 1 for h in found)
+    bleu = score_translations(outputs, references)["bleu"]
+    return {
+        "seconds": best,
+        "sentences_per_s": len(sources) / best,
+        "target_tokens_per_s": tokens / best,
+        "target_tokens": tokens,
+        "bleu": bleu,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, default=DEFAULT_RUN)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded at once")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--sentences", type=int, help="only the first N validation sentences")
+    args = parser.parse_args()
+    if not (args.checkpoint / "checkpoints").is_dir():
+        raise SystemExit(
+            f"{args.checkpoint}: no trained run; train one first (README: seqlab train "
+            "configs/multi30k-en-de-transformer.yaml --out runs/m30-en-de-transformer)"
+        )
+    torch.set_num_threads(args.threads)
+    model = load(args.checkpoint)
+    pairs = load_pairs(model.cfg)["val"][: args.sentences]
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    results: dict[str, dict[str, dict]] = {}
+    for beam in (1, 5):
+        search = "greedy" if beam == 1 else f"beam{beam}"
+        results[search] = {}
+        for name, (engine, quantize) in ENGINES.items():
+            r = measure(
+                model, sources, references, beam, engine, quantize, args.repeats, args.batch_size
+            )
+            results[search][name] = r
+            print(
+                f"{search:7s} {name:9s} {r['seconds']:6.2f} s  {r['sentences_per_s']:7.1f} sent/s  "
+                f"{r['target_tokens_per_s']:8.0f} tok/s  BLEU {r['bleu']:.2f}",
+                flush=True,
+            )
+        base = results[search]["seqlab"]
+        for r in results[search].values():
+            r["speed_vs_seqlab"] = r["sentences_per_s"] / base["sentences_per_s"]
+            r["bleu_minus_seqlab"] = r["bleu"] - base["bleu"]
+    summary = {
+        "checkpoint": str(model.run.checkpoint),
+        "sentences": len(sources),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "decoding": results,
+        "seqlab_over_ct2_fp32": {
+            s: r["seqlab"]["sentences_per_s"] / r["ct2-fp32"]["sentences_per_s"]
+            for s, r in results.items()
+        },
+        "machine": machine(model.precision.precision),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "translation_decoding.json").write_text(json.dumps(summary, indent=2) + "\n")
+    for search, ratio in summary["seqlab_over_ct2_fp32"].items():
+        int8 = results[search]["ct2-int8"]
+        print(
+            f"{search}: seqlab / CTranslate2 fp32 = {ratio:.2f} (goal >= 1.0); int8 = "
+            f"{int8['speed_vs_seqlab']:.2f}x seqlab (goal >= 2), BLEU {int8['bleu_minus_seqlab']:+.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
