@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqlab.config import RNNLMConfig
+from seqlab.machine import machine
 from seqlab.models.rnn_lm import RNNLanguageModel
 from seqlab.tasks.language_modeling import lm_loss
 
@@ -107,7 +108,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args.steps)
+    result = {**run(args.steps), "machine": machine("fp32")}
     out = Path(__file__).resolve().parent / "results" / "lstm_lm_step.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

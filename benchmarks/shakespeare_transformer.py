@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from nanogpt_reference import shakespeare_corpus, train_reference, validation_lo
 from seqlab import load  # noqa: E402
 from seqlab.config import ExperimentConfig, load_config  # noqa: E402
 from seqlab.experiment import train  # noqa: E402
+from seqlab.machine import machine  # noqa: E402
 from seqlab.tasks.language_modeling import (  # noqa: E402
     build_experiment,
     lm_loss,
@@ -168,7 +168,7 @@ def main() -> None:
         "seqlab_meets_goal_window64": ours["val_loss_window64"] <= GOAL,
         "threads": args.threads,
         "torch": torch.__version__,
-        "cpu": platform.processor() or platform.machine(),
+        "machine": machine(),
         "load_average_before_after": [load_before[0], os.getloadavg()[0]],
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }

@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 from seqlab import load
+from seqlab.machine import machine
 from seqlab.tasks.translation import load_pairs, score_translations
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

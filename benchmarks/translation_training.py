@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -31,14 +30,12 @@ from torch import nn
 
 from seqlab.config import TransformerConfig, load_config
 from seqlab.data.translation_batching import Batch, TranslationBatches
+from seqlab.machine import machine, matmul_peak
 from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.tasks.translation import build_experiment
 from seqlab.tokens import PAD
 from seqlab.training.optim import build_optimizer
 from seqlab.training.precision import autocast, resolve_precision
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import machine, matmul_peak  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

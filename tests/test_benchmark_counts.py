@@ -1,7 +1,6 @@
 """The FLOP count behind the training benchmark's share of the matmul peak, by hand."""
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import torch
@@ -10,7 +9,6 @@ from seqlab.config import TransformerConfig
 from seqlab.data.translation_batching import Batch
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCH))
 _spec = importlib.util.spec_from_file_location(
     "translation_training", BENCH / "translation_training.py"
 )

@@ -480,7 +480,9 @@ def save_layer_costs(
     from seqlab.io import atomic_write_json
 
     out_dir = Path(out_dir)
-    payload = dict(results)
+    from seqlab.machine import machine
+
+    payload = {**results, "machine": machine("fp32")}
     if report is not None:
         payload["attention_memory"] = report
     json_path = out_dir / "layer_costs.json"

@@ -260,24 +260,22 @@ class Translator(Predictor):
         from seqlab.export.ctranslate2 import CTranslate2Engine, export_ctranslate2
 
         key = (quantize or "float32", torch.get_num_threads())
-        engines = self.__dict__.setdefault("_engines", {})
-        if key not in engines:
+        if key not in self._engines:
+            sizes = (len(self.vocabs.src_vocab), len(self.vocabs.tgt_vocab))
+            origin = {"checkpoint": str(self.run.checkpoint)} if self.run else {}
+            where = None
             if self.run is not None:
-                step = self.run.checkpoint.name
-                where = self.run.run_dir / "exports" / f"ctranslate2-{step}"
-            else:
+                where = self.run.run_dir / "exports" / f"ctranslate2-{self.run.checkpoint.name}"
+                if not (where / "seqlab.json").is_file():
+                    try:
+                        export_ctranslate2(self.model, *sizes, where, origin)
+                    except OSError:  # a read-only run directory: export elsewhere
+                        where = None
+            if where is None:
                 where = Path(tempfile.mkdtemp(prefix="seqlab-ct2-")) / "model"
-            if not (where / "seqlab.json").is_file():
-                origin = {"checkpoint": str(self.run.checkpoint)} if self.run else {}
-                export_ctranslate2(
-                    self.model,
-                    len(self.vocabs.src_vocab),
-                    len(self.vocabs.tgt_vocab),
-                    where,
-                    origin,
-                )
-            engines[key] = CTranslate2Engine(where, compute_type=key[0], threads=threads)
-        return engines[key]
+                export_ctranslate2(self.model, *sizes, where, origin)
+            self._engines[key] = CTranslate2Engine(where, compute_type=key[0], threads=key[1])
+        return self._engines[key]
 
     def translate(
         self,
