@@ -1,6 +1,8 @@
 """Shared test setup (offline, deterministic, one thread per test worker) and builders."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -70,3 +72,24 @@ def random_translation_batch(src_vocab=SRC_V, tgt_vocab=TGT_V, b=4, s=7, t=6, se
         tgt_out[i, tgt_len[i] - 1], tgt_out[i, tgt_len[i] :] = EOS, PAD
         tgt_in[i, tgt_len[i] :] = PAD
     return Batch(src, src_len, tgt_in, tgt_out, tgt_len, torch.arange(b))
+
+
+def run_offline(args, empty, cwd=None, stdin=None):
+    """``python -m seqlab ARGS`` as on a machine without the datasets: data and cache folders
+    point at the empty folder ``empty`` and downloads are off."""
+    env = {
+        **os.environ,
+        "SEQLAB_DATA_DIR": str(empty),
+        "SEQLAB_CACHE_DIR": str(empty),
+        "SEQLAB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "seqlab", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        input=stdin,
+        env=env,
+        timeout=120,
+    )

@@ -1,14 +1,12 @@
 """A run directory is a complete model: copied to a machine without the data, it still
 translates, scores the user's files and generates (issue: run directories that stand alone)."""
 
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 import seqlab
+from conftest import run_offline
 from seqlab.cli import main
 from seqlab.config import config_from_dict
 from seqlab.experiment import train
@@ -43,21 +41,7 @@ def runs(tmp_path_factory):
 
 
 def run_cli(args, cwd, empty):
-    env = {
-        **os.environ,
-        "SEQLAB_DATA_DIR": str(empty),
-        "SEQLAB_CACHE_DIR": str(empty),
-        "SEQLAB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "seqlab", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-    )
+    return run_offline(args, empty, cwd=cwd)
 
 
 def test_copied_runs_work_without_their_data(runs, tmp_path):

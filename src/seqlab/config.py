@@ -35,7 +35,18 @@ class Strict(BaseModel):
 
 
 # ----------------------------------------------------------------------------------------- data
-DatasetName = Literal["timemachine", "tinyshakespeare", "text", "fra-eng", "multi30k", "dates"]
+DatasetName = Literal[
+    "timemachine",
+    "tinyshakespeare",
+    "text",
+    "fra-eng",
+    "multi30k",
+    "dates",
+    "sst2",
+    "ag_news",
+    "text-classification",
+    "mnist",
+]
 #: the task each dataset is for; a model's config names its task too (``task``), and they must agree
 DATASET_TASKS: dict[str, str] = {
     "timemachine": "language_modeling",
@@ -44,7 +55,13 @@ DATASET_TASKS: dict[str, str] = {
     "fra-eng": "translation",
     "multi30k": "translation",
     "dates": "translation",
+    "sst2": "classification",
+    "ag_news": "classification",
+    "text-classification": "classification",
+    "mnist": "classification",
 }
+#: classification datasets whose examples are images (the others are text)
+IMAGE_DATASETS = ("mnist",)
 Language = Literal["en", "de", "fr"]
 
 
@@ -61,7 +78,14 @@ class DataConfig(Strict):
     """Where the text comes from and how it becomes batches."""
 
     dataset: DatasetName = "timemachine"
-    path: str | None = Field(None, description="a UTF-8 text file, when dataset is 'text'")
+    path: str | None = Field(
+        None,
+        description="a UTF-8 text file (dataset 'text'), or labelled examples (dataset "
+        "'text-classification': TSV text<TAB>label, or CSV with a header naming text_column and "
+        "label_column)",
+    )
+    text_column: str = Field("text", description="text-classification CSV: the text's column")
+    label_column: str = Field("label", description="text-classification CSV: the label's column")
     tokenizer: Literal["char", "word", "subword"] = "char"
     normalize: Literal["none", "nmt", "letters"] = Field(
         "none", description="letters: d2l Time Machine cleaning; nmt: d2l fra-eng preprocessing"
@@ -88,8 +112,12 @@ class DataConfig(Strict):
 
     @model_validator(mode="after")
     def _languages_differ(self) -> DataConfig:
-        if (self.dataset == "text") != (self.path is not None):
-            raise ValueError("data.path is required with dataset 'text' and only allowed with it")
+        with_path = self.dataset in ("text", "text-classification")
+        if with_path != (self.path is not None):
+            raise ValueError(
+                "data.path is required with dataset 'text' or 'text-classification' and only "
+                "allowed with them"
+            )
         if self.src_lang == self.tgt_lang:
             raise ValueError(
                 f"src_lang and tgt_lang are both {self.src_lang!r}; pick two languages"
@@ -98,6 +126,12 @@ class DataConfig(Strict):
 
 
 # ---------------------------------------------------------------------------------------- model
+def check_heads(d_model: int | None, num_heads: int | None) -> None:
+    """Multi-head attention splits the width into equal heads."""
+    if d_model is not None and num_heads and d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+
+
 CellName = Literal["rnn", "rnn_relu", "gru", "lstm", "peephole_lstm"]
 
 
@@ -145,10 +179,7 @@ class TransformerLMConfig(Strict):
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerLMConfig:
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
-            )
+        check_heads(self.d_model, self.num_heads)
         return self
 
 
@@ -193,15 +224,126 @@ class TransformerConfig(Strict):
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerConfig:
-        if self.d_model % self.num_heads:
+        check_heads(self.d_model, self.num_heads)
+        return self
+
+
+class TransformerClassifierConfig(Strict):
+    """Transformer encoder over tokens, pooled (a [CLS] token or the mean of the real positions),
+    then a linear classification head."""
+
+    arch: Literal["transformer_classifier"] = "transformer_classifier"
+    task: ClassVar[str] = "classification"
+    d_model: Positive = 128
+    num_heads: Positive = 4
+    num_layers: Positive = 2
+    d_ff: Positive = 512
+    dropout: Probability = 0.1
+    max_len: Positive = 512
+    positional: Literal["sinusoidal", "learned"] = "learned"
+    norm: Literal["post", "pre"] = "pre"
+    pooling: Literal["cls", "mean"] = "mean"
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerClassifierConfig:
+        check_heads(self.d_model, self.num_heads)
+        return self
+
+
+class RNNClassifierConfig(Strict):
+    """GRU/LSTM (optionally bidirectional) over tokens; the final states or pooled outputs feed a
+    linear head."""
+
+    arch: Literal["rnn_classifier"] = "rnn_classifier"
+    task: ClassVar[str] = "classification"
+    cell: Literal["gru", "lstm"] = "lstm"
+    embed_dim: Positive = 128
+    hidden_size: Positive = 128
+    num_layers: Positive = 1
+    bidirectional: bool = True
+    pooling: Literal["last", "mean", "max"] = "max"
+    dropout: Probability = 0.3
+
+
+class CNNTextConfig(Strict):
+    """Convolutions of several widths over word embeddings, max-over-time pooling (Kim 2014)."""
+
+    arch: Literal["cnn_text"] = "cnn_text"
+    task: ClassVar[str] = "classification"
+    embed_dim: Positive = 128
+    widths: Annotated[list[Positive], Field(min_length=1)] = [3, 4, 5]
+    channels: Positive = 100
+    dropout: Probability = 0.5
+
+
+#: ViT sizes of Dosovitskiy et al. 2021, Table 1: layers, width, MLP width, heads
+VIT_PRESETS: dict[str, dict[str, int]] = {
+    "tiny": {"num_layers": 6, "d_model": 64, "d_ff": 256, "num_heads": 4},
+    "base": {"num_layers": 12, "d_model": 768, "d_ff": 3072, "num_heads": 12},
+    "large": {"num_layers": 24, "d_model": 1024, "d_ff": 4096, "num_heads": 16},
+    "huge": {"num_layers": 32, "d_model": 1280, "d_ff": 5120, "num_heads": 16},
+}
+
+
+class ViTConfig(Strict):
+    """Vision Transformer (Dosovitskiy et al. 2021): patches as tokens, a class token, learned
+    positions, a pre-norm encoder and an MLP head. ``preset`` fills the four size keys (an
+    explicit key wins)."""
+
+    arch: Literal["vit"] = "vit"
+    task: ClassVar[str] = "classification"
+    preset: Literal["tiny", "base", "large", "huge"] | None = None
+    image_size: Positive = 28
+    patch_size: Positive = 4
+    channels: Positive = 1
+    num_layers: Positive | None = None
+    d_model: Positive | None = None
+    d_ff: Positive | None = None
+    num_heads: Positive | None = None
+    dropout: Probability = 0.0
+
+    @model_validator(mode="after")
+    def _sizes(self) -> ViTConfig:
+        preset = VIT_PRESETS.get(self.preset or "", {})
+        for key in ("num_layers", "d_model", "d_ff", "num_heads"):
+            if getattr(self, key) is None:
+                if key not in preset:
+                    raise ValueError(f"model.{key} is needed (or a model.preset)")
+                object.__setattr__(self, key, preset[key])
+        check_heads(self.d_model, self.num_heads)
+        if self.image_size % self.patch_size:
             raise ValueError(
-                f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}"
+                f"image_size={self.image_size} is not a multiple of patch_size={self.patch_size}"
             )
         return self
 
 
+class ImageCNNConfig(Strict):
+    """A small convolutional network for images: blocks of two 3×3 convolutions and 2×2
+    max-pooling, then a hidden layer and the head."""
+
+    arch: Literal["cnn_image"] = "cnn_image"
+    task: ClassVar[str] = "classification"
+    image_size: Positive = 28
+    channels: Positive = 1
+    widths: Annotated[list[Positive], Field(min_length=1)] = [32, 64]
+    hidden: Positive = 128
+    dropout: Probability = 0.25
+
+
 ModelConfig = Annotated[
-    Union[RNNLMConfig, TransformerLMConfig, Seq2SeqConfig, BahdanauConfig, TransformerConfig],  # noqa: UP007
+    Union[  # noqa: UP007
+        RNNLMConfig,
+        TransformerLMConfig,
+        Seq2SeqConfig,
+        BahdanauConfig,
+        TransformerConfig,
+        TransformerClassifierConfig,
+        RNNClassifierConfig,
+        CNNTextConfig,
+        ViTConfig,
+        ImageCNNConfig,
+    ],
     Field(discriminator="arch"),
 ]
 
@@ -342,6 +484,19 @@ class ExperimentConfig(Strict):
                 f"model.max_len={model.max_len} is smaller than data.num_steps={data.num_steps}: "
                 "training windows would not fit; raise model.max_len"
             )
+        if model.task == "classification":
+            images = data.dataset in IMAGE_DATASETS
+            if images != (model.arch in ("vit", "cnn_image")):
+                kind = "an image" if images else "a text"
+                raise ValueError(
+                    f"data.dataset={data.dataset} is {kind} dataset, but model.arch={model.arch} "
+                    f"classifies {'text' if images else 'images'}"
+                )
+            if model.arch == "transformer_classifier" and model.max_len < data.max_len:
+                raise ValueError(
+                    f"model.max_len={model.max_len} is smaller than data.max_len={data.max_len}; "
+                    "raise model.max_len"
+                )
         if model.task == "language_modeling" and data.tokenizer == "subword":
             raise ValueError("language models take data.tokenizer char or word, not subword")
         return self
@@ -372,7 +527,18 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | N
     return None
 
 
-_ARCH_TAGS = {"rnn_lm", "transformer_lm", "seq2seq", "bahdanau", "transformer"}
+_ARCH_TAGS = {
+    "rnn_lm",
+    "transformer_lm",
+    "seq2seq",
+    "bahdanau",
+    "transformer",
+    "transformer_classifier",
+    "rnn_classifier",
+    "cnn_text",
+    "vit",
+    "cnn_image",
+}
 
 
 def _union_members(tp: Any) -> list[type[BaseModel]]:

@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
@@ -99,15 +100,21 @@ def plot_lines(
     title: str = "",
     xlabel: str = "x",
     ylabel: str = "y",
+    logx: bool = False,
 ) -> Path:
-    """Line plot of several named curves over ``x``, optionally with scattered points.
+    """Line plot of several named curves over ``x``, optionally with scattered points
+    (``logx``: logarithmic x axis, each value marked).
 
     Shape:
         x ``(N,)``, each series ``(N,)``, points ``((M,), (M,))``.
     """
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     for name, y in series.items():
-        ax.plot(x.detach().cpu().numpy(), y.detach().cpu().numpy(), label=name)
+        ax.plot(
+            x.detach().cpu().numpy(), y.detach().cpu().numpy(), "o-" if logx else "-", label=name
+        )
+    if logx:
+        ax.set_xscale("log")
     if points is not None:
         px, py = (p.detach().cpu().numpy() for p in points)
         ax.plot(px, py, "o", alpha=0.5, markersize=4, label="samples")
@@ -141,3 +148,105 @@ def plot_curves(records: Sequence[dict], path: str | Path) -> Path:
         ax.legend()
     fig.tight_layout()
     return save_figure(fig, path, dpi=100)
+
+
+def plot_self_attention(
+    weights: Tensor, tokens: Sequence[str], path: str | Path, title: str = "Self-attention"
+) -> Path:
+    """One layer's self-attention, one heatmap per head side by side ("why multiple heads":
+    each head attends differently).
+
+    Shape:
+        weights ``(h, T, T)``; ``tokens`` has T labels.
+    """
+    if weights.dim() != 3 or weights.shape[1] != weights.shape[2]:
+        raise ValueError(f"expected (heads, T, T) weights, got shape {tuple(weights.shape)}")
+    heads, t, _ = weights.shape
+    if len(tokens) != t:
+        raise ValueError(f"{len(tokens)} token labels for {t} positions")
+    show = t <= 60  # tick labels only where they fit
+    side = min(max(2.5, 0.22 * t + 1.0), 8.0)
+    fig, axes = plt.subplots(1, heads, figsize=(side * heads, side + 0.6), squeeze=False)
+    for h, ax in enumerate(axes[0]):
+        ax.imshow(weights[h].float().cpu().numpy(), cmap="Reds", vmin=0, interpolation="nearest")
+        ax.set_title(f"head {h}")
+        if show:
+            ax.set_xticks(range(t), labels=list(tokens), rotation=90, fontsize=7)
+            ax.set_yticks(range(t), labels=list(tokens) if h == 0 else [], fontsize=7)
+        else:
+            ax.set_xticks([])
+            ax.set_yticks([])
+        ax.set_xlabel("key")
+    axes[0][0].set_ylabel("query")
+    fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def plot_rollout(image: Tensor, share: Tensor, path: str | Path, title: str = "") -> Path:
+    """An image with the attention rollout of its patches drawn over it.
+
+    Shape:
+        image ``(C, H, W)`` in [0, 1]; share ``(N,)`` over a square grid of N patches.
+    """
+    import math
+
+    grid = math.isqrt(share.numel())
+    if grid * grid != share.numel():
+        raise ValueError(f"{share.numel()} patch values do not form a square grid")
+    heat = share.reshape(1, 1, grid, grid).float()
+    heat = torch.nn.functional.interpolate(heat, size=tuple(image.shape[-2:]), mode="nearest")[0, 0]
+    fig, axes = plt.subplots(1, 2, figsize=(6.5, 3.4))
+    picture = image.permute(1, 2, 0).squeeze(-1).cpu().numpy()
+    for ax in axes:
+        ax.imshow(picture, cmap="gray")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    axes[1].imshow(heat.numpy(), cmap="inferno", alpha=0.55)
+    axes[0].set_title("input")
+    axes[1].set_title("attention rollout ([CLS] → patches)")
+    fig.suptitle(title[:80])
+    return save_figure(fig, path)
+
+
+def plot_confusion(
+    confusion: Sequence[Sequence[int]], labels: Sequence[str], path: str | Path, title: str = ""
+) -> Path:
+    """A confusion matrix (rows: true class, columns: predicted), counts written in the cells."""
+    import numpy as np
+
+    data = np.asarray(confusion)
+    n = len(labels)
+    side = min(max(3.5, 0.5 * n + 2.0), 12.0)
+    fig, ax = plt.subplots(figsize=(side, side))
+    ax.imshow(data, cmap="Blues")
+    ax.set_xticks(range(n), labels=list(labels), rotation=45, ha="right")
+    ax.set_yticks(range(n), labels=list(labels))
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    top = data.max() if data.size else 0
+    for i in range(n):
+        for j in range(n):
+            ax.text(
+                j,
+                i,
+                str(data[i, j]),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if data[i, j] > top / 2 else "black",
+            )
+    ax.set_title(title[:80] or "confusion matrix")
+    return save_figure(fig, path)
+
+
+def plot_loglog(series: dict[str, Tensor], path: str | Path, title: str = "") -> Path:
+    """Each series (values sorted largest first) against its rank 1, 2, … on log–log axes."""
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    for name, values in series.items():
+        ranks = torch.arange(1, len(values) + 1)
+        ax.loglog(ranks.numpy(), values.detach().cpu().numpy(), label=name)
+    ax.set_xlabel("rank")
+    ax.set_ylabel("frequency")
+    ax.set_title(title)
+    ax.legend()
+    return save_figure(fig, path)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from seqlab.cli.common import positive_int
+from seqlab.cli.common import check_writable, positive_int
+from seqlab.errors import SeqlabError
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
@@ -32,8 +33,27 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
-    from seqlab.data.stats import dataset_stats, format_stats
+    from seqlab.data.stats import LM_FILES, dataset_stats, format_stats, zipf_stats
 
+    if args.plot:
+        if args.name not in LM_FILES:
+            raise SeqlabError(
+                f"--plot draws word-frequency (Zipf) curves of a single text: "
+                f"{', '.join(LM_FILES)}; not {args.name}"
+            )
+        check_writable(args.plot)
+        zipf = zipf_stats(args.name, args.plot)
+        if args.json:
+            print(json.dumps(zipf, indent=2))
+            return 0
+        print(f"{args.name}: {zipf['words']} words (letters only, lower case)")
+        for label, z in zipf["zipf"].items():
+            print(
+                f"  {label:8s} {z['distinct']:>8,} distinct, log-log slope (ranks 10-1000) "
+                f"{z['slope_10_1000']:.2f}"
+            )
+        print(f"  plot: {args.plot}")
+        return 0
     stats = dataset_stats(
         args.name,
         src=args.src,
@@ -60,6 +80,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokenizer", choices=["word", "char"], default="word")
     p.add_argument(
         "--batch-tokens", type=positive_int, help="also report padded/real tokens of batches"
+    )
+    p.add_argument(
+        "--plot", metavar="PNG", help="language-model texts: word n-gram frequency vs rank (Zipf)"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_data_stats)

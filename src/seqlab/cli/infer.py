@@ -39,13 +39,22 @@ def load_for(args: argparse.Namespace, task: str | None = None) -> Any:
 
 # ------------------------------------------------------------------------------ evaluate
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    if bool(args.src) != bool(args.ref):
-        raise SeqlabError("--src and --ref go together: the source file and its references")
+    if args.ref and args.labels:
+        raise SeqlabError("--ref (translation) and --labels (classification) do not go together")
+    if bool(args.src) != bool(args.ref or args.labels):
+        raise SeqlabError(
+            "--src goes with --ref (translation: the references) or --labels (classification: "
+            "the label of each line)"
+        )
     if (args.src or args.text) and args.split:
         raise SeqlabError("score either a dataset --split or your own files, not both")
     if args.output:
         check_writable(args.output)
     model = load_for(args)
+    if model.task == "classification":
+        return _evaluate_classifier(args, model)
+    if args.confusion_png or args.labels:
+        raise SeqlabError("--confusion-png and --labels apply to classification runs")
     translation = model.task == "translation"
     if not translation and (args.src or args.beam or args.output):
         raise SeqlabError(
@@ -105,6 +114,117 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(
             f"{where}: loss {result['loss']:.4f} nats/token, perplexity {result['perplexity']:.3f} "
             f"({result['tokens']} tokens; {result['checkpoint']})"
+        )
+    return 0
+
+
+def _evaluate_classifier(args: argparse.Namespace, model: Any) -> int:
+    """Accuracy, macro-F1 and a confusion-matrix PNG: a split, or ``--src``/``--labels`` files."""
+    if args.ref or args.beam or args.output or args.engine != "pytorch" or args.quantize:
+        raise SeqlabError(
+            "--ref, --beam, --output, --engine and --quantize apply to translation runs; a "
+            "classifier is scored on --split or on --src FILE with --labels FILE"
+        )
+    if args.text:
+        raise SeqlabError("--text scores a language model; a classifier takes --src and --labels")
+    if bool(args.src) != bool(args.labels):
+        raise SeqlabError("--src and --labels go together: the sentences and their labels")
+    if args.confusion_png:
+        check_writable(args.confusion_png)
+    if args.src:
+        if model.images:
+            raise SeqlabError("--src/--labels score text classifiers; this one reads images")
+        texts, labels = read_lines(args.src, "--src"), read_lines(args.labels, "--labels")
+        if len(texts) != len(labels):
+            raise SeqlabError(
+                f"--src {args.src} has {len(texts)} lines but --labels {args.labels} has "
+                f"{len(labels)}; they must pair up line by line"
+            )
+        result = {"src": args.src, **model.score(texts, [x.strip() for x in labels])}
+    else:
+        result = model.evaluate_split(args.split)
+    result = {"checkpoint": str(model.run.checkpoint), **result}
+    if args.confusion_png:
+        from seqlab.plotting import plot_confusion
+
+        plot_confusion(
+            result["confusion"],
+            result["labels"],
+            args.confusion_png,
+            title=f"{args.checkpoint}: {result.get('split') or result.get('src')}",
+        )
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    where = result.get("split") or result.get("src")
+    print(
+        f"{where}: accuracy {result['accuracy']:.2%}  macro-F1 {result['macro_f1']:.4f}  "
+        f"({result['examples']} examples; {result['checkpoint']})"
+    )
+    if args.confusion_png:
+        print(f"  confusion matrix: {args.confusion_png}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- classify
+def cmd_classify(args: argparse.Namespace) -> int:
+    """Label each input line (text models) or image file (image models), with its probability."""
+    if args.input:
+        lines = read_lines(args.input)
+    if args.attention_png:
+        check_writable_dir(args.attention_png, "--attention-png")
+    model = load_for(args, "classification")
+    if args.attention_png and not hasattr(model.model, "attention"):
+        raise SeqlabError(
+            f"--attention-png: model.arch={model.cfg.model.arch} has no self-attention to draw "
+            "(transformer_classifier and vit have)"
+        )
+    if model.images:
+        items: list[str] = list(args.files) or (lines if args.input else [])
+        if not items:
+            raise SeqlabError(
+                "give image files to classify (PNG, JPEG, ...): seqlab classify "
+                "--checkpoint RUN a.png b.png, or --input LIST"
+            )
+    else:
+        if args.files:
+            raise SeqlabError(
+                "this is a text classifier: give sentences with --input FILE or on "
+                "stdin, not file arguments"
+            )
+        items = lines if args.input else [line.rstrip("\n") for line in sys.stdin]
+    results = model.classify(items)
+    for note in model.notes:
+        print(f"seqlab: note: {note}", file=sys.stderr)
+    for item, (label, prob) in zip(items, results, strict=True):
+        print(f"{label}\t{prob:.4f}\t{item}")
+    if args.attention_png:
+        from seqlab.plotting import plot_self_attention
+
+        written = []
+        for index, item in enumerate(items, start=1):
+            names, weights = model.attention(item)
+            stem = Path(args.attention_png) / f"attention-{index:04d}"
+            if model.images:
+                from seqlab.models.vit import attention_rollout
+                from seqlab.plotting import plot_rollout
+
+                image = model.read_images([item])[0]
+                share = attention_rollout([w[None] for w in weights])[0]
+                written.append(plot_rollout(image, share, f"{stem}-rollout.png", title=str(item)))
+            layer = args.layer if args.layer >= 0 else len(weights) + args.layer
+            if not 0 <= layer < len(weights):
+                raise SeqlabError(f"--layer {args.layer}: the model has {len(weights)} layers")
+            written.append(
+                plot_self_attention(
+                    weights[layer],
+                    names,
+                    f"{stem}-layer{layer}.png",
+                    title=f"{str(item)[:80]} (layer {layer})",
+                )
+            )
+        print(
+            f"attention maps: {len(written)} PNG file(s) in {args.attention_png}/", file=sys.stderr
         )
     return 0
 
@@ -250,10 +370,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     checkpoint_args(p)
     p.add_argument(
         "--split",
-        choices=["train", "val", "test"],
-        help="a split of the run's dataset (default val)",
+        choices=["train", "val", "dev", "test"],
+        help="a split of the run's dataset (default: val; classifiers: the dataset's evaluation "
+        "split)",
     )
-    p.add_argument("--src", metavar="FILE", help="translation: your source sentences (text or .gz)")
+    p.add_argument(
+        "--src",
+        metavar="FILE",
+        help="translation: your source sentences (text or .gz); classification: your sentences",
+    )
+    p.add_argument("--labels", metavar="FILE", help="classification: the label of each --src line")
+    p.add_argument(
+        "--confusion-png", metavar="FILE", help="classification: draw the confusion matrix"
+    )
     p.add_argument("--ref", metavar="FILE", help="translation: their references, line by line")
     p.add_argument("--text", metavar="FILE", help="language model: perplexity of this text")
     p.add_argument("--beam", type=positive_int, help="translation: beam size (1 = greedy)")
@@ -282,6 +411,22 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     engine_args(p)
     p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser(
+        "classify", help="label sentences (a file or stdin) or image files with a classifier"
+    )
+    checkpoint_args(p)
+    p.add_argument("files", nargs="*", help="image files (image classifiers)")
+    p.add_argument("--input", metavar="FILE", help="one sentence (or image path) a line")
+    p.add_argument(
+        "--attention-png",
+        metavar="DIR",
+        help="write per-head self-attention maps (and, for ViT, attention rollout on the image)",
+    )
+    p.add_argument(
+        "--layer", type=int, default=-1, help="which layer's attention to draw (default: last)"
+    )
+    p.set_defaults(func=cmd_classify)
 
     p = sub.add_parser("generate", help="continue a text prefix with a trained language model")
     checkpoint_args(p)

@@ -109,6 +109,87 @@ def cmd_demo_dates(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo_vit_vs_cnn(args: argparse.Namespace) -> int:
+    from seqlab.demos.vit_vs_cnn import run_vit_vs_cnn
+
+    check_writable_dir(args.out, "--out")
+    results = run_vit_vs_cnn(
+        args.out, tuple(args.sizes), args.min_steps, args.max_minutes, args.threads
+    )
+    for name, runs in results["runs"].items():
+        cells = "  ".join(f"{r['train_images']}: {r['test_accuracy']:.2%}" for r in runs)
+        print(f"{name.upper():4s} test accuracy by training images  {cells}")
+    print(f"plot: {args.out}/vit_vs_cnn.png  numbers: {args.out}/vit_vs_cnn.json")
+    return 0
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 1 or max(sizes) > 55000:
+        raise argparse.ArgumentTypeError(
+            "sizes must be between 1 and 55000 (60,000 - 5,000 held out)"
+        )
+    return sizes
+
+
+def cmd_ngram(args: argparse.Namespace) -> int:
+    import torch
+
+    from seqlab.config import load_config
+    from seqlab.tasks.language_modeling import ngram_models
+
+    cfg = load_config(args.config, args.overrides)
+    if cfg.task != "language_modeling":
+        raise SeqlabError(
+            f"{args.config} is a {cfg.task.replace('_', ' ')} config; n-gram "
+            "models need a language-modelling config (its data section)"
+        )
+    corpus, found = ngram_models(cfg, args.orders, args.smoothing, args.k)
+    rows = {n: {k: v for k, v in r.items() if k != "model"} for n, r in found.items()}
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "config": str(args.config),
+                    "smoothing": args.smoothing,
+                    "vocab_size": len(corpus.vocab),
+                    "orders": rows,
+                }
+            )
+        )
+    else:
+        print(
+            f"{cfg.data.dataset} ({cfg.data.tokenizer}, |V| = {len(corpus.vocab)}), "
+            f"{args.smoothing}: validation perplexity"
+        )
+        for n, r in rows.items():
+            print(
+                f"  {n}-gram  ppl {r['val_ppl']:.3f}  ({r['val_loss']:.4f} nats/token, "
+                f"{r['tokens']} tokens)"
+            )
+    if args.generate is not None:
+        lm = found[max(found)]["model"]
+        ids = corpus.vocab[corpus.tokenizer.tokenize(args.generate)]
+        out = lm.sample(ids, args.tokens, torch.Generator().manual_seed(args.seed))
+        print(corpus.tokenizer.detokenize(corpus.vocab.to_tokens(list(ids) + out)))
+    return 0
+
+
+def _orders(text: str) -> list[int]:
+    try:
+        orders = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated orders, got {text!r}") from None
+    if not orders or orders[0] < 1 or orders[-1] > 9:
+        raise argparse.ArgumentTypeError("orders must be between 1 and 9")
+    return orders
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     diagnose = sub.add_parser("diagnose", help="diagnostics (vanishing/exploding gradients)")
     diagnose_sub = diagnose.add_subparsers(dest="diagnose_command", required=True, metavar="WHAT")
@@ -153,6 +234,40 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/kernel-regression", metavar="DIR")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo_kernel_regression)
+
+    p = demo_sub.add_parser(
+        "vit-vs-cnn",
+        help="MNIST: test accuracy of a tiny ViT and a CNN as the training set grows (seed 003)",
+    )
+    p.add_argument("--out", default="runs/vit-vs-cnn", metavar="DIR")
+    p.add_argument(
+        "--sizes",
+        type=_sizes,
+        default="500,2000,10000,55000",
+        metavar="N,N,...",
+        help="training-set sizes",
+    )
+    p.add_argument(
+        "--min-steps", type=positive_int, default=600, help="optimizer steps at least, each run"
+    )
+    p.add_argument("--max-minutes", type=float, help="time budget of each run (default: config's)")
+    p.add_argument("--threads", type=non_negative_int, default=0)
+    p.set_defaults(func=cmd_demo_vit_vs_cnn)
+
+    p = sub.add_parser(
+        "ngram",
+        help="count n-gram LMs on a language-model config's data: validation perplexity, samples",
+    )
+    p.add_argument("config", help="a language-modelling config (its data section is used)")
+    p.add_argument("overrides", nargs="*", metavar="key=value")
+    p.add_argument("--orders", type=_orders, default="1,2,3,4,5", metavar="N,N,...")
+    p.add_argument("--smoothing", choices=["kneser_ney", "add_k"], default="kneser_ney")
+    p.add_argument("--k", type=float, default=1.0, help="add-k's pseudo-count")
+    p.add_argument("--generate", metavar="PREFIX", help="sample from the highest order")
+    p.add_argument("--tokens", type=non_negative_int, default=200)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_ngram)
 
     bench = sub.add_parser("bench", help="measure the cost of layers")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="WHAT")

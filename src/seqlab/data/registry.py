@@ -13,6 +13,7 @@ A file whose checksum does not match is refused, showing the expected and actual
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -44,6 +45,11 @@ class DataFile:
             ones are known variants (for fra–eng, the 18,066-line slice kept in ``shared/data``).
         archive_member: when ``url`` is a zip, the member to extract into ``name``.
         archive_sha1: digest of the zip itself, as published by d2l.ai (``None`` if unknown).
+        source_sha256: digest of the downloaded file (or archive member) itself, when the local
+            copy is a transformation of it (``gzip``).
+        gzip: the local file is the download gzip-compressed (mirrors keep ``.gz`` copies; a
+            compressor may produce other bytes, so the download is checked by ``source_sha256``
+            and the result's own digest recorded next to it).
     """
 
     name: str
@@ -51,6 +57,8 @@ class DataFile:
     sha256: tuple[str, ...]
     archive_member: str | None = None
     archive_sha1: str | None = None
+    source_sha256: str | None = None
+    gzip: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,14 @@ _MULTI30K_SHA256 = {
 }
 
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
+MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"  # torchvision's mirror of LeCun's
+_MNIST_SHA256 = {
+    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+}
+AG_NEWS_URL = "https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
 MULTI30K_LANGS = ("en", "de", "fr")
 
 DATASETS: dict[str, Dataset] = {
@@ -139,6 +155,66 @@ DATASETS: dict[str, Dataset] = {
             for name, digest in sorted(_MULTI30K_SHA256.items())
         ),
     ),
+    "sst2": Dataset(
+        name="sst2",
+        description="GLUE SST-2: binary sentiment of movie-review sentences and phrases",
+        licence="no explicit licence (GLUE: each task under its source's terms)",
+        citation="Socher et al. (2013), SST; Wang et al. (2018), GLUE.",
+        files=tuple(
+            DataFile(
+                f"{split}.tsv.gz",
+                "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip",
+                (gz,),
+                archive_member=f"SST-2/{split}.tsv",
+                source_sha256=raw,
+                gzip=True,
+            )
+            for split, gz, raw in (
+                (
+                    "train",
+                    "1c4843303462f8f93e006ff618a9e61d207468cafd030046d7d7fd6b78af342b",
+                    "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
+                ),
+                (
+                    "dev",
+                    "19553efc6f7bac0b7fdd37d4e29dc37c15e9e779767249a16f857fbfcedb23fa",
+                    "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
+                ),
+            )
+        ),
+    ),
+    "ag_news": Dataset(
+        name="ag_news",
+        description="AG's News topic classification: World, Sports, Business, Sci/Tech",
+        licence="research / non-commercial use (the dataset's readme)",
+        citation="Zhang, X., Zhao, J., LeCun, Y. (2015). Character-level ConvNets.",
+        files=(
+            DataFile(
+                "train.csv.gz",
+                AG_NEWS_URL + "train.csv",
+                (),
+                source_sha256="76a0a2d2f92b286371fe4d4044640910a04a803fdd2538e0f3f29a5c6f6b672e",
+                gzip=True,
+            ),
+            DataFile(
+                "test.csv.gz",
+                AG_NEWS_URL + "test.csv",
+                ("3c277beb6ce3dd635407635cb90a7c5ceaf87168fabb3be218e39aa2b097f706",),
+                source_sha256="521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
+                gzip=True,
+            ),
+        ),
+    ),
+    "mnist": Dataset(
+        name="mnist",
+        description="MNIST handwritten digits, the original IDX files (28×28 grey, 10 classes)",
+        licence="CC BY-SA 3.0 (Yann LeCun and Corinna Cortes)",
+        citation="LeCun, Y., Cortes, C., Burges, C. J. C. The MNIST database.",
+        files=tuple(
+            DataFile(name, MNIST_URL + name, (digest,))
+            for name, digest in sorted(_MNIST_SHA256.items())
+        ),
+    ),
 }
 
 
@@ -174,12 +250,13 @@ def verify(path: Path, entry: DataFile) -> None:
     actual = sha256_of(path)
     accepted = set(entry.sha256)
     sidecar = path.with_name(path.name + ".sha256")
-    if entry.archive_member is not None and sidecar.is_file():
+    if (entry.archive_member is not None or entry.gzip) and sidecar.is_file():
         # written by _download after the archive's own digest was checked
         accepted.add(sidecar.read_text().strip())
     if actual not in accepted:
+        wanted = " or ".join(sorted(accepted)) or "the digest recorded when it was downloaded"
         raise DataError(
-            f"checksum mismatch for {path}: expected SHA-256 {' or '.join(entry.sha256)}, "
+            f"checksum mismatch for {path}: expected SHA-256 {wanted}, "
             f"got {actual}. The file is corrupt or not the published one; delete it and fetch again."
         )
 
@@ -250,6 +327,17 @@ def _download(dataset: str, entry: DataFile) -> Path:
             ):
                 shutil.copyfileobj(src, dst)
             os.replace(member, tmp)
+        if entry.source_sha256 is not None and sha256_of(tmp) != entry.source_sha256:
+            raise DataError(
+                f"checksum mismatch for {entry.url}: expected SHA-256 {entry.source_sha256}, "
+                f"got {sha256_of(tmp)}"
+            )
+        if entry.gzip:
+            packed = tmp.with_suffix(".gz")
+            with open(tmp, "rb") as src, gzip.GzipFile(packed, "wb", 9, mtime=0) as dst:
+                shutil.copyfileobj(src, dst)
+            os.replace(packed, tmp)
+        if entry.archive_member is not None or entry.gzip:
             atomic_write_text(target.with_name(target.name + ".sha256"), sha256_of(tmp) + "\n")
         else:
             verify(tmp, entry)

@@ -17,6 +17,7 @@ Percentiles are observed values (``numpy``'s ``inverted_cdf``): p50, p90, p95, p
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -211,3 +212,68 @@ def format_stats(d: dict[str, Any]) -> str:
                 f"    {label:<9} target {r['tgt']:.3f}  source {r['src']:.3f}  ({r['batches']} batches)"
             )
     return "\n".join(lines)
+
+
+def ngram_frequencies(tokens: Sequence[str], n_max: int = 3) -> dict[int, list[int]]:
+    """Counts of the distinct 1- … ``n_max``-grams of ``tokens``, largest first (d2l §8.3.1)."""
+    from collections import Counter
+
+    out = {}
+    for n in range(1, n_max + 1):
+        grams = Counter(zip(*(tokens[i:] for i in range(n)), strict=False))
+        out[n] = sorted(grams.values(), reverse=True)
+    return out
+
+
+def zipf_slope(freqs: Sequence[int], lo: int = 10, hi: int = 1000) -> float:
+    """Least-squares slope of log frequency against log rank over ranks ``lo`` … ``hi`` (Zipf's
+    law: n_i ∝ 1 / i^α, so the slope is −α)."""
+    import math
+
+    hi = min(hi, len(freqs))
+    if hi - lo < 2:
+        return float("nan")
+    xs = [math.log(r) for r in range(lo, hi + 1)]
+    ys = [math.log(freqs[r - 1]) for r in range(lo, hi + 1)]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+
+
+def zipf_stats(name: str, plot: str | Path | None = None) -> dict[str, Any]:
+    """Word unigram/bigram/trigram frequency against rank for a language-modelling text, after
+    d2l's cleaning (letters only, lower case), with each fitted log–log slope; optionally drawn
+    on log–log axes as PNG."""
+    from seqlab.data.tokenizers import normalize_text
+
+    text = read_text(registry.resolve(name, LM_FILES[name]))
+    words = normalize_text(text, "letters").split()
+    freqs = ngram_frequencies(words, 3)
+    out = {
+        "dataset": name,
+        "words": len(words),
+        "zipf": {
+            label: {
+                "distinct": len(freqs[n]),
+                "top": freqs[n][:5],
+                "slope_10_1000": zipf_slope(freqs[n]),
+            }
+            for n, label in ((1, "unigram"), (2, "bigram"), (3, "trigram"))
+        },
+    }
+    if plot is not None:
+        import torch
+
+        from seqlab.plotting import plot_loglog
+
+        plot_loglog(
+            {
+                label: torch.tensor(freqs[n], dtype=torch.float)
+                for n, label in ((1, "unigram"), (2, "bigram"), (3, "trigram"))
+            },
+            plot,
+            title=f"{name}: word n-gram frequency by rank",
+        )
+        out["plot"] = str(plot)
+    return out

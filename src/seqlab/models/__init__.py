@@ -6,11 +6,16 @@ from torch import nn
 
 from seqlab.config import (
     BahdanauConfig,
+    CNNTextConfig,
+    ImageCNNConfig,
     ModelConfig,
+    RNNClassifierConfig,
     RNNLMConfig,
     Seq2SeqConfig,
+    TransformerClassifierConfig,
     TransformerConfig,
     TransformerLMConfig,
+    ViTConfig,
 )
 
 
@@ -20,6 +25,7 @@ def build_model(
     vocab_size: int | None = None,
     src_vocab_size: int | None = None,
     tgt_vocab_size: int | None = None,
+    num_classes: int | None = None,
 ) -> nn.Module:
     """Construct the model ``cfg`` describes (fresh weights).
 
@@ -54,4 +60,24 @@ def build_model(
         }
         src = need("src_vocab_size", src_vocab_size)
         return cls[type(cfg)](src, need("tgt_vocab_size", tgt_vocab_size), cfg)
+    if isinstance(cfg, TransformerClassifierConfig | RNNClassifierConfig | CNNTextConfig):
+        from seqlab.models.cnn_text import CNNTextClassifier
+        from seqlab.models.rnn_classifier import RNNClassifier
+        from seqlab.models.transformer_classifier import TransformerClassifier
+
+        text = {
+            TransformerClassifierConfig: TransformerClassifier,
+            RNNClassifierConfig: RNNClassifier,
+            CNNTextConfig: CNNTextClassifier,
+        }
+        classes = need("num_classes", num_classes)
+        return text[type(cfg)](need("vocab_size", vocab_size), classes, cfg)
+    if isinstance(cfg, ViTConfig):
+        from seqlab.models.vit import VisionTransformer
+
+        return VisionTransformer(need("num_classes", num_classes), cfg)
+    if isinstance(cfg, ImageCNNConfig):
+        from seqlab.models.cnn_image import ImageCNN
+
+        return ImageCNN(need("num_classes", num_classes), cfg)
     raise ValueError(f"no model is built for model.arch={cfg.arch!r}")

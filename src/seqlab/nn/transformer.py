@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-import torch
 from torch import Tensor, nn
 
 from seqlab.nn.attention import KVCache, MultiHeadAttention, padding_mask
@@ -27,19 +26,22 @@ from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalP
 
 Norm = Literal["post", "pre"]
 Positional = Literal["sinusoidal", "learned"]
+Activation = Literal["relu", "gelu"]
 
 
 class PositionWiseFFN(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position (§3.3, eq. 2)."""
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position (§3.3, eq. 2); the Vision
+    Transformer uses GELU in place of max(0, ·) (Dosovitskiy et al. 2021, §3.1)."""
 
-    def __init__(self, d_model: int, d_ff: int):
+    def __init__(self, d_model: int, d_ff: int, activation: Activation = "relu"):
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
+        self.act = nn.GELU() if activation == "gelu" else nn.ReLU()
 
     def forward(self, x: Tensor) -> Tensor:
         """Shape: ``(B, T, d) -> (B, T, d)``."""
-        return self.linear2(torch.relu(self.linear1(x)))  # (B, T, d)
+        return self.linear2(self.act(self.linear1(x)))  # (B, T, d)
 
 
 class AddNorm(nn.Module):
@@ -76,12 +78,18 @@ class EncoderBlock(nn.Module):
     """Multi-head self-attention and FFN, each wrapped in AddNorm (§3.1, encoder)."""
 
     def __init__(
-        self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm: Norm = "post"
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm: Norm = "post",
+        activation: Activation = "relu",
     ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.addnorm1 = AddNorm(d_model, dropout, norm)
-        self.ffn = PositionWiseFFN(d_model, d_ff)
+        self.ffn = PositionWiseFFN(d_model, d_ff, activation)
         self.addnorm2 = AddNorm(d_model, dropout, norm)
 
     def forward(

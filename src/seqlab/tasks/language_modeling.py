@@ -12,8 +12,10 @@ A run directory holds ``vocab.json`` and ``tokenizer.json`` besides the config a
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -253,3 +255,32 @@ def load(run: Run) -> LanguageModel:
     vocab, tokenizer = load_artefacts(run)
     model = build_model(run.cfg.model, vocab_size=len(vocab))
     return LanguageModel(load_weights(model, run), run.cfg, vocab, tokenizer, run)
+
+
+# ----------------------------------------------------------------------------- n-grams
+def ngram_models(
+    cfg: ExperimentConfig,
+    orders: Sequence[int],
+    smoothing: str = "kneser_ney",
+    k: float = 1.0,
+) -> tuple[LMCorpus, dict[int, dict[str, Any]]]:
+    """Count n-gram models of each order on the config's training split and measure their
+    validation perplexity: the same text, tokenizer, vocabulary and split as the config's neural
+    model (each validation token predicted from the n − 1 tokens before it, the end of the
+    training text included)."""
+    from seqlab.models.ngram import NGramLM
+
+    corpus = load_corpus(cfg)
+    train, val = corpus.train.tolist(), corpus.val.tolist()
+    out: dict[int, dict[str, Any]] = {}
+    for n in orders:
+        lm = NGramLM(n, len(corpus.vocab), smoothing, k=k).fit(train)  # type: ignore[arg-type]
+        history = train[-max(n - 1, 1) :]  # the first validation token is predicted too
+        ll, count = lm.log_likelihood(val, history)
+        out[n] = {
+            "model": lm,
+            "val_loss": -ll / count,
+            "val_ppl": math.exp(-ll / count),
+            "tokens": count,
+        }
+    return corpus, out

@@ -1,0 +1,248 @@
+"""Labelled examples for classification: readers, label sets, and shuffled minibatches.
+
+Text datasets give ``(text, label)`` pairs: GLUE SST-2 (``sentence<TAB>label`` with a header),
+AG News (CSV ``"class","title","description"``, classes 1–4) and a user's own file (TSV
+``text<TAB>label``, or CSV with a header naming the text and label columns). Malformed rows are
+skipped with one counted warning naming the first ``file:line``.
+
+Images come from :mod:`seqlab.data.images`. Either way a dataset is a list of examples and a
+list of label names; :class:`ClassificationBatches` shuffles them per epoch (a pure function of
+seed and epoch) and, for text, groups similar lengths to waste little padding.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from seqlab.data.parallel import _Skips, read_lines
+from seqlab.data.registry import resolve
+from seqlab.errors import DataError
+from seqlab.tokens import PAD
+
+Examples = list[tuple[str, str]]  # (text, label name)
+
+SST2_LABELS = ("negative", "positive")
+AG_NEWS_LABELS = ("World", "Sports", "Business", "Sci/Tech")
+
+
+def read_labelled_tsv(path: str | Path, header: bool | None = None) -> Examples:
+    """``text<TAB>label`` rows (gzip or plain). A first row ``…<TAB>label`` is a header.
+
+    Rows without exactly one tab, or with an empty text or label, are skipped (one warning).
+    """
+    examples, skips = [], _Skips()
+    for number, line in read_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if number == 1 and (header or (header is None and fields[-1].strip() == "label")):
+            continue
+        if len(fields) != 2:
+            skips.add(f"{path}:{number}", f"{len(fields)} tab-separated fields, expected 2")
+            continue
+        text, label = fields[0].strip(), fields[1].strip()
+        if not text or not label:
+            skips.add(f"{path}:{number}", "empty text or label")
+            continue
+        examples.append((text, label))
+    skips.warn(str(path))
+    return examples
+
+
+def read_labelled_csv(
+    path: str | Path,
+    text_column: str | Sequence[int] = "text",
+    label_column: str | int = "label",
+) -> Examples:
+    """CSV rows into ``(text, label)``: by header names, or by column numbers for header-less
+    files (several text columns are joined with a space, e.g. AG News title + description)."""
+    lines = [text for _, text in read_lines(path)]
+    rows = csv.reader(io.StringIO("\n".join(lines)))
+    by_name = isinstance(label_column, str)
+    try:
+        first = next(rows)
+    except StopIteration:
+        raise DataError(f"{path}: empty file; expected CSV rows of labelled text") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}:1: not valid CSV ({exc})") from None
+    if by_name:
+        missing = [c for c in (text_column, label_column) if c not in first]
+        if missing:
+            raise DataError(
+                f"{path}:1: the header has no column {', '.join(map(repr, missing))}; it has "
+                f"{', '.join(map(repr, first))} (set data.text_column and data.label_column)"
+            )
+        text_idx: list[int] = [first.index(text_column)]  # type: ignore[arg-type]
+        label_idx = first.index(label_column)  # type: ignore[arg-type]
+        body: Iterator[list[str]] = rows
+        start = 2
+    else:
+        text_idx, label_idx = list(text_column), int(label_column)  # type: ignore[arg-type]
+        body = _chain([first], rows)
+        start = 1
+    need = max([*text_idx, label_idx]) + 1
+    examples, skips = [], _Skips()
+    number = start - 1
+    try:
+        for number, row in enumerate(body, start=start):
+            if len(row) < need:
+                skips.add(f"{path}:{number}", f"{len(row)} fields, expected at least {need}")
+                continue
+            text = " ".join(row[i].strip() for i in text_idx).strip()
+            label = row[label_idx].strip()
+            if not text or not label:
+                skips.add(f"{path}:{number}", "empty text or label")
+                continue
+            examples.append((text, label))
+    except csv.Error as exc:
+        raise DataError(f"{path}:{number + 1}: not valid CSV ({exc})") from None
+    skips.warn(str(path))
+    return examples
+
+
+def _chain(head: list[list[str]], rest: Iterator[list[str]]) -> Iterator[list[str]]:
+    yield from head
+    yield from rest
+
+
+def read_user_file(path: str | Path, text_column: str, label_column: str) -> Examples:
+    """A user's labelled file: ``.csv``/``.csv.gz`` by header names, anything else as TSV."""
+    name = Path(path).name.lower().removesuffix(".gz")
+    if name.endswith(".csv"):
+        return read_labelled_csv(path, text_column, label_column)
+    return read_labelled_tsv(path)
+
+
+def load_sst2(split: str) -> Examples:
+    """GLUE SST-2 ``train`` or ``dev``; labels 0/1 named negative/positive."""
+    rows = read_labelled_tsv(resolve("sst2", f"{split}.tsv.gz"), header=True)
+    names = {"0": SST2_LABELS[0], "1": SST2_LABELS[1]}
+    return [(text, names.get(label, label)) for text, label in rows]
+
+
+def load_ag_news(split: str) -> Examples:
+    """AG News ``train`` or ``test``: title and description joined; classes 1–4 named."""
+    rows = read_labelled_csv(resolve("ag_news", f"{split}.csv.gz"), (1, 2), 0)
+    names = {str(i + 1): name for i, name in enumerate(AG_NEWS_LABELS)}
+    return [(text.replace("\\", " "), names.get(label, label)) for text, label in rows]
+
+
+def label_set(examples: Examples, known: Sequence[str] = ()) -> list[str]:
+    """The label names, in ``known`` order first, then sorted (deterministic ids)."""
+    seen = {label for _, label in examples}
+    return list(known) + sorted(seen - set(known))
+
+
+def label_ids(labels: Sequence[str], names: Sequence[str], where: str) -> list[int]:
+    """Map label names to ids; an unknown label is an error naming it and the known ones."""
+    index = {n: i for i, n in enumerate(names)}
+    out = []
+    for label in labels:
+        if label not in index:
+            raise DataError(
+                f"{where}: label {label!r} is not one the model was trained on "
+                f"({', '.join(map(repr, names))})"
+            )
+        out.append(index[label])
+    return out
+
+
+# ------------------------------------------------------------------------------- batches
+@dataclass
+class ClassBatch:
+    """A minibatch: ``inputs`` token ids ``(B, T)`` (padded with ``PAD``) with ``lengths`` ``(B,)``,
+    or images ``(B, C, H, W)`` with ``lengths`` None; ``labels`` ``(B,)``."""
+
+    inputs: Tensor
+    lengths: Tensor | None
+    labels: Tensor
+
+    def to(self, device: torch.device | str) -> ClassBatch:
+        lengths = None if self.lengths is None else self.lengths.to(device)
+        return ClassBatch(self.inputs.to(device), lengths, self.labels.to(device))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def pad_ids(seqs: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
+    """Right-pad token id lists with ``PAD``: ``(B, T)`` ids and ``(B,)`` lengths."""
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    out = torch.full((len(seqs), int(lengths.max())), PAD, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return out, lengths
+
+
+class ClassificationBatches:
+    """Shuffled minibatches of ``batch_size`` examples, a pure function of (seed, epoch).
+
+    Args:
+        inputs: token id lists (text) or one ``(N, C, H, W)`` float tensor (images).
+        labels: label ids ``(N,)``.
+        bucket: text only: sort each window of 50 batches by length before cutting it into
+            batches (then shuffle the batches), so a batch holds similar lengths.
+    """
+
+    carries_state = False
+
+    def __init__(
+        self,
+        inputs: Sequence[Sequence[int]] | Tensor,
+        labels: Sequence[int],
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        bucket: bool = True,
+        seed: int = 0,
+    ) -> None:
+        if len(inputs) != len(labels):
+            raise ValueError(f"{len(inputs)} inputs but {len(labels)} labels")
+        if not len(labels):
+            raise DataError("no examples to make batches of")
+        self.inputs, self.labels = inputs, torch.as_tensor(list(labels), dtype=torch.long)
+        self.batch_size, self.shuffle, self.seed, self.epoch = batch_size, shuffle, seed, 0
+        self.bucket = bucket and not isinstance(inputs, Tensor)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return -(-len(self.labels) // self.batch_size)
+
+    def _order(self) -> list[list[int]]:
+        n, size = len(self.labels), self.batch_size
+        order = list(range(n))
+        rng = random.Random(self.seed * 100_003 + self.epoch)
+        if self.shuffle:
+            rng.shuffle(order)
+        if self.bucket:
+            window = size * 50
+            order = [
+                i
+                for w in range(0, n, window)
+                for i in sorted(order[w : w + window], key=lambda j: len(self.inputs[j]))
+            ]
+        batches = [order[i : i + size] for i in range(0, n, size)]
+        if self.shuffle and self.bucket:
+            rng.shuffle(batches)
+        return batches
+
+    def __iter__(self) -> Iterator[ClassBatch]:
+        for idx in self._order():
+            yield self.batch(idx)
+
+    def batch(self, idx: Sequence[int]) -> ClassBatch:
+        labels = self.labels[list(idx)]
+        if isinstance(self.inputs, Tensor):
+            return ClassBatch(self.inputs[list(idx)], None, labels)
+        ids, lengths = pad_ids([self.inputs[i] for i in idx])
+        return ClassBatch(ids, lengths, labels)

@@ -1,0 +1,57 @@
+"""Recurrent sentence classifier: a (bidirectional) GRU or LSTM over word embeddings.
+
+The sentence vector is the final hidden state of each direction (``last``: the forward direction's
+state after the last real token, the backward direction's after the first), or the mean or maximum
+of the outputs over real positions. Sequences are packed, so padding never reaches the recurrence.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from seqlab.config import RNNClassifierConfig
+from seqlab.models.transformer_classifier import masked_mean
+from seqlab.tokens import PAD
+
+
+class RNNClassifier(nn.Module):
+    """Tokens ``(B, T)`` with lengths ``(B,)`` → class logits ``(B, C)``."""
+
+    def __init__(self, vocab_size: int, num_classes: int, cfg: RNNClassifierConfig):
+        super().__init__()
+        self.pooling = cfg.pooling
+        self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=PAD)
+        rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
+        self.rnn = rnn(
+            cfg.embed_dim,
+            cfg.hidden_size,
+            cfg.num_layers,
+            batch_first=True,
+            bidirectional=cfg.bidirectional,
+            dropout=cfg.dropout if cfg.num_layers > 1 else 0.0,
+        )
+        self.dropout = nn.Dropout(cfg.dropout)
+        width = cfg.hidden_size * (2 if cfg.bidirectional else 1)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, tokens: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Shape: tokens ``(B, T)``, lengths ``(B,)`` -> logits ``(B, C)``."""
+        if lengths is None:
+            lengths = torch.full((tokens.shape[0],), tokens.shape[1], device=tokens.device)
+        x = self.dropout(self.embed(tokens))  # (B, T, E)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, state = self.rnn(packed)
+        if self.pooling == "last":
+            h = state[0] if isinstance(state, tuple) else state  # (L·D, B, H)
+            dirs = 2 if self.rnn.bidirectional else 1
+            pooled = torch.cat(list(h[-dirs:]), dim=-1)  # (B, D·H): last layer, each direction
+        else:
+            y, _ = pad_packed_sequence(out, batch_first=True)  # (B, T_max, D·H)
+            if self.pooling == "mean":
+                pooled = masked_mean(y, lengths.to(y.device))
+            else:
+                keep = torch.arange(y.shape[1], device=y.device)[None, :] < lengths[:, None]
+                pooled = y.masked_fill(~keep[..., None], float("-inf")).amax(1)  # (B, D·H)
+        return self.head(self.dropout(pooled))  # (B, C)

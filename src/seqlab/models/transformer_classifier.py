@@ -1,0 +1,67 @@
+"""Transformer encoder classifier (seed 001: "a Transformer architecture for classification").
+
+The sentence is encoded by the encoder stack of Vaswani et al. (2017) and pooled into one vector:
+either the output at a prepended ``[CLS]`` position (Devlin et al. 2019; seqlab uses the reserved
+``<bos>`` token for it) or the mean over the real (non-padding) positions. A linear layer maps it to
+the class logits. Padded keys are masked in every layer, so padding never changes a sentence's
+logits.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.config import TransformerClassifierConfig
+from seqlab.nn.transformer import Encoder
+from seqlab.tokens import BOS
+
+
+def masked_mean(x: Tensor, lengths: Tensor) -> Tensor:
+    """Mean of ``x`` over the first ``lengths`` positions. Shape: ``(B, T, d), (B,) -> (B, d)``."""
+    keep = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, T)
+    summed = (x * keep[..., None].to(x.dtype)).sum(1)  # (B, d)
+    return summed / lengths.clamp(min=1)[:, None].to(x.dtype)
+
+
+class TransformerClassifier(nn.Module):
+    """Tokens ``(B, T)`` with lengths ``(B,)`` → class logits ``(B, C)``."""
+
+    def __init__(self, vocab_size: int, num_classes: int, cfg: TransformerClassifierConfig):
+        super().__init__()
+        self.pooling = cfg.pooling
+        self.encoder = Encoder(
+            vocab_size,
+            cfg.d_model,
+            cfg.num_heads,
+            cfg.num_layers,
+            cfg.d_ff,
+            cfg.dropout,
+            cfg.max_len + 1,  # + the [CLS] position
+            cfg.norm,
+            cfg.positional,
+        )
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(cfg.d_model, num_classes)
+
+    def _inputs(self, tokens: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        if self.pooling != "cls":
+            return tokens, lengths
+        cls = torch.full((tokens.shape[0], 1), BOS, dtype=tokens.dtype, device=tokens.device)
+        return torch.cat([cls, tokens], dim=1), lengths + 1  # (B, 1 + T), (B,)
+
+    def forward(self, tokens: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Shape: tokens ``(B, T)``, lengths ``(B,)`` -> logits ``(B, C)``."""
+        if lengths is None:
+            lengths = torch.full((tokens.shape[0],), tokens.shape[1], device=tokens.device)
+        x, lens = self._inputs(tokens, lengths)
+        h, _ = self.encoder(x, lens)  # (B, T', d)
+        pooled = h[:, 0] if self.pooling == "cls" else masked_mean(h, lens)  # (B, d)
+        return self.head(self.dropout(pooled))  # (B, C)
+
+    @torch.no_grad()
+    def attention(self, tokens: Tensor, lengths: Tensor) -> list[Tensor]:
+        """Each layer's self-attention weights, ``(B, h, T', T')`` (T' = T + 1 with ``[CLS]``)."""
+        x, lens = self._inputs(tokens, lengths)
+        _, weights = self.encoder(x, lens, return_attention=True)
+        return weights or []

@@ -1,0 +1,113 @@
+"""Vision Transformer (Dosovitskiy et al. 2021, "An Image is Worth 16x16 Words"; seed 003).
+
+An image ``(C, H, W)`` is cut into N = HW / P² patches of P×P pixels; each flattened patch
+``x_p ∈ R^{P²C}`` is mapped linearly to the model width (eq. 1: ``z_0 = [x_class; x_p¹E; …;
+x_pᴺE] + E_pos``). A strided P×P convolution with stride P computes exactly that linear map
+(:func:`patchify` + a linear layer gives the same numbers; tested). A learned class token is
+prepended, learned position embeddings added, then L pre-norm encoder blocks with GELU MLPs
+(eqs. 2–3), a final LayerNorm, and a linear head on the class token's output (eq. 4).
+
+Where ViT stands against convolutions (seed 003): a convolution builds in locality and
+translation equivariance; self-attention must learn them from data, so with little data CNNs win
+and with much data ViT wins (``seqlab demo vit-vs-cnn`` measures it on MNIST).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.config import ViTConfig
+from seqlab.nn.transformer import EncoderBlock
+
+
+def patchify(images: Tensor, patch: int) -> Tensor:
+    """Flattened non-overlapping patches, row by row, each as (channel, row, column).
+
+    Shape: ``(B, C, H, W) -> (B, N, C·P·P)`` with ``N = (H/P)·(W/P)``.
+    """
+    b, c, h, w = images.shape
+    x = images.reshape(b, c, h // patch, patch, w // patch, patch)  # (B, C, h, P, w, P)
+    return x.permute(0, 2, 4, 1, 3, 5).reshape(b, (h // patch) * (w // patch), c * patch * patch)
+
+
+class PatchEmbedding(nn.Module):
+    """The linear projection E of flattened P×P patches, as a P×P convolution with stride P."""
+
+    def __init__(self, channels: int, d_model: int, patch: int):
+        super().__init__()
+        self.patch = patch
+        self.proj = nn.Conv2d(channels, d_model, kernel_size=patch, stride=patch)
+
+    def forward(self, images: Tensor) -> Tensor:
+        """Shape: ``(B, C, H, W) -> (B, N, d)``."""
+        return self.proj(images).flatten(2).transpose(1, 2)  # (B, N, d)
+
+
+class VisionTransformer(nn.Module):
+    """Images ``(B, C, H, W)`` → class logits ``(B, C_out)``."""
+
+    def __init__(self, num_classes: int, cfg: ViTConfig):
+        super().__init__()
+        d = cfg.d_model
+        assert d is not None and cfg.num_heads and cfg.num_layers and cfg.d_ff
+        self.image_size, self.channels = cfg.image_size, cfg.channels
+        self.num_patches = (cfg.image_size // cfg.patch_size) ** 2
+        self.patch_embed = PatchEmbedding(cfg.channels, d, cfg.patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos_embed = nn.Parameter(torch.randn(1, 1 + self.num_patches, d) * 0.02)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(d, cfg.num_heads, cfg.d_ff, cfg.dropout, "pre", "gelu")
+            for _ in range(cfg.num_layers)
+        )
+        self.norm = nn.LayerNorm(d)
+        self.head = nn.Linear(d, num_classes)
+
+    def _check(self, images: Tensor) -> None:
+        want = (self.channels, self.image_size, self.image_size)
+        if images.dim() != 4 or tuple(images.shape[1:]) != want:
+            raise ValueError(
+                f"expected images of shape (B, {', '.join(map(str, want))}), got "
+                f"{tuple(images.shape)}"
+            )
+
+    def _tokens(self, images: Tensor) -> Tensor:
+        self._check(images)
+        x = self.patch_embed(images)  # (B, N, d)
+        cls = self.cls_token.expand(x.shape[0], -1, -1)  # (B, 1, d)
+        return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)  # (B, 1 + N, d)
+
+    def forward(self, images: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Shape: images ``(B, C, H, W)`` -> logits ``(B, C_out)`` (``lengths`` unused)."""
+        x = self._tokens(images)
+        for block in self.blocks:
+            x, _ = block(x)  # (B, 1 + N, d)
+        return self.head(self.norm(x[:, 0]))  # (B, C_out)
+
+    @torch.no_grad()
+    def attention(self, images: Tensor, lengths: Tensor | None = None) -> list[Tensor]:
+        """Each layer's self-attention weights ``(B, h, 1 + N, 1 + N)`` (position 0: the class
+        token)."""
+        x, weights = self._tokens(images), []
+        for block in self.blocks:
+            x, w = block(x, need_weights=True)
+            weights.append(w)
+        return weights
+
+
+def attention_rollout(weights: list[Tensor]) -> Tensor:
+    """Attention rollout (Abnar & Zuidema 2020): average the heads, add the identity for the
+    residual path, renormalise rows, and multiply through the layers; the class token's row over
+    the patches says how much each patch flows into the prediction.
+
+    Shape: L × ``(B, h, T, T)`` -> ``(B, T - 1)`` (class token's share of each patch, sums to ≤ 1).
+    """
+    rollout = None
+    for w in weights:
+        a = w.float().mean(1)  # (B, T, T)
+        a = a + torch.eye(a.shape[-1], device=a.device)
+        a = a / a.sum(-1, keepdim=True)
+        rollout = a if rollout is None else a @ rollout
+    assert rollout is not None
+    return rollout[:, 0, 1:]  # (B, N)

@@ -1,0 +1,334 @@
+"""Classification (issue 13): the models' padding invariance, ViT's patch embedding and size
+presets, the metrics, readers and their bad-input messages, and a trained run used from a copied
+run directory with no data present."""
+
+import gzip
+import os
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import run_offline
+from seqlab.config import (
+    CNNTextConfig,
+    RNNClassifierConfig,
+    TransformerClassifierConfig,
+    ViTConfig,
+    config_from_dict,
+)
+from seqlab.data.classification import (
+    ClassificationBatches,
+    label_ids,
+    read_labelled_csv,
+    read_labelled_tsv,
+    read_user_file,
+)
+from seqlab.data.images import load_image, read_idx
+from seqlab.data.parallel import DataWarning
+from seqlab.errors import ConfigError, DataError, SeqlabError
+from seqlab.experiment import train
+from seqlab.models import build_model
+from seqlab.models.vit import PatchEmbedding, VisionTransformer, attention_rollout, patchify
+from seqlab.tasks.classification import classification_metrics
+from seqlab.tokens import PAD
+
+V, C = 40, 3
+TEXT_MODELS = {
+    "transformer-mean": TransformerClassifierConfig(d_model=16, num_heads=2, d_ff=32, num_layers=2),
+    "transformer-cls": TransformerClassifierConfig(
+        d_model=16, num_heads=2, d_ff=32, num_layers=2, pooling="cls", norm="post"
+    ),
+    "bilstm-max": RNNClassifierConfig(embed_dim=8, hidden_size=12, pooling="max"),
+    "bigru-last": RNNClassifierConfig(cell="gru", embed_dim=8, hidden_size=12, pooling="last"),
+    "lstm-mean-2layer": RNNClassifierConfig(
+        embed_dim=8, hidden_size=12, pooling="mean", bidirectional=False, num_layers=2
+    ),
+    "cnn": CNNTextConfig(embed_dim=8, channels=6),
+}
+
+
+@pytest.mark.parametrize("name", list(TEXT_MODELS))
+def test_padding_does_not_change_a_sentences_logits(name):
+    model = build_model(TEXT_MODELS[name], vocab_size=V, num_classes=C).eval()
+    sentences = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15], [4], [20, 21]]
+    alone = torch.cat([model(torch.tensor([s]), torch.tensor([len(s)])) for s in sentences])
+    width = max(map(len, sentences)) + 3
+    batch = torch.full((len(sentences), width), PAD)
+    for i, s in enumerate(sentences):
+        batch[i, : len(s)] = torch.tensor(s)
+    together = model(batch, torch.tensor([len(s) for s in sentences]))
+    assert together.shape == (len(sentences), C)
+    torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_patch_embedding_is_a_linear_map_of_flattened_patches():
+    embed = PatchEmbedding(channels=3, d_model=10, patch=4)
+    images = torch.randn(2, 3, 12, 8)
+    patches = patchify(images, 4)  # (B, N, C·P·P)
+    assert patches.shape == (2, 6, 48)
+    weight = embed.proj.weight.reshape(10, -1)  # (d, C·P·P), same (channel, row, col) order
+    torch.testing.assert_close(
+        embed(images), patches @ weight.T + embed.proj.bias, atol=1e-5, rtol=1e-5
+    )
+    # the second patch of the first row really is pixels [0:4, 4:8]
+    torch.testing.assert_close(patches[0, 1], images[0, :, 0:4, 4:8].reshape(-1))
+
+
+@pytest.mark.parametrize("preset,millions", [("base", 86), ("large", 307), ("huge", 632)])
+def test_vit_presets_match_the_papers_parameter_counts(preset, millions):
+    cfg = ViTConfig(preset=preset, image_size=224, patch_size=16, channels=3)
+    with torch.device("meta"):  # no memory for the weights
+        model = VisionTransformer(1000, cfg)
+    count = sum(p.numel() for p in model.parameters())
+    assert abs(count / 1e6 - millions) / millions < 0.01, count
+
+
+def test_vit_preset_keys_can_be_overridden_and_shapes_are_checked():
+    cfg = ViTConfig(preset="tiny", d_model=32, num_heads=2)
+    assert (cfg.d_model, cfg.num_layers, cfg.num_heads) == (32, 6, 2)
+    with pytest.raises(ValueError, match="num_layers is needed"):
+        ViTConfig(d_model=32, d_ff=64, num_heads=2)
+    with pytest.raises(ValueError, match="not a multiple of patch_size"):
+        ViTConfig(preset="tiny", image_size=28, patch_size=5)
+    model = VisionTransformer(10, ViTConfig(preset="tiny", num_layers=2))
+    with pytest.raises(ValueError, match=r"expected images of shape \(B, 1, 28, 28\)"):
+        model(torch.zeros(2, 3, 28, 28))
+
+
+def test_attention_rollout_rows_and_a_uniform_case():
+    t = 5
+    uniform = [torch.full((1, 2, t, t), 1.0 / t) for _ in range(3)]
+    share = attention_rollout(uniform)
+    assert share.shape == (1, t - 1)
+    # each layer is A = (U + I) / 2 with U uniform; U² = U, so A³ = (1 - 1/8) U + I / 8
+    torch.testing.assert_close(share, torch.full((1, t - 1), (1 - 1 / 8) / t))
+
+
+def test_metrics_against_hand_computed_values():
+    gold = torch.tensor([0, 0, 0, 1, 1, 2])
+    pred = torch.tensor([0, 0, 1, 1, 2, 2])
+    m = classification_metrics(pred, gold, 3)
+    assert m["accuracy"] == pytest.approx(4 / 6)
+    assert m["confusion"] == [[2, 1, 0], [0, 1, 1], [0, 0, 1]]
+    f1 = [2 * 1 * (2 / 3) / (1 + 2 / 3), 0.5, 2 * 0.5 * 1 / 1.5]  # per class P/R by hand
+    assert m["macro_f1"] == pytest.approx(sum(f1) / 3)
+
+
+def test_batches_are_a_pure_function_of_seed_and_epoch_and_cover_everything():
+    inputs = [[4] * (1 + i % 7) for i in range(50)]
+    b = ClassificationBatches(inputs, list(range(50)), 8, seed=3)
+    b.set_epoch(2)
+    first = [x.labels.tolist() for x in b]
+    b.set_epoch(2)
+    assert [x.labels.tolist() for x in b] == first
+    assert sorted(sum(first, [])) == list(range(50))
+    b.set_epoch(3)
+    assert [x.labels.tolist() for x in b] != first
+
+
+# --------------------------------------------------------------------------- readers, errors
+def test_tsv_reader_skips_malformed_rows_with_one_counted_warning(tmp_path):
+    path = tmp_path / "data.tsv"
+    path.write_text("text\tlabel\ngood film\tpos\nno tab here\nbad\tneg\textra\n\tneg\nfine\tneg\n")
+    with pytest.warns(DataWarning, match=r"skipped 3 malformed line\(s\); first at .*data.tsv:3"):
+        rows = read_labelled_tsv(path)
+    assert rows == [("good film", "pos"), ("fine", "neg")]
+
+
+def test_csv_reader_by_header_names_and_a_missing_column(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text('id,review,stars\n1,"great, really",5\n2,meh,2\n3\n')
+    with pytest.warns(DataWarning, match=r"data.csv:4"):
+        rows = read_user_file(path, "review", "stars")
+    assert rows == [("great, really", "5"), ("meh", "2")]
+    with pytest.raises(DataError, match=r"data.csv:1: the header has no column 'text'.*'review'"):
+        read_labelled_csv(path, "text", "stars")
+
+
+def test_headerless_csv_by_column_numbers_joins_text_columns(tmp_path):
+    path = tmp_path / "news.csv.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write('"3","Title one","Body one."\n"1","Title two","Body two."\n')
+    assert read_labelled_csv(path, (1, 2), 0) == [
+        ("Title one Body one.", "3"),
+        ("Title two Body two.", "1"),
+    ]
+
+
+def test_unknown_label_at_evaluation_is_named():
+    with pytest.raises(DataError, match=r"evaluation data: label 'maybe' is not one the model"):
+        label_ids(["pos", "maybe"], ["neg", "pos"], "evaluation data")
+
+
+def test_idx_reader_and_its_errors(tmp_path):
+    data = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    good = tmp_path / "x.idx"
+    good.write_bytes(b"\0\0\x08\x03" + np.array([2, 3, 4], ">u4").tobytes() + data.tobytes())
+    np.testing.assert_array_equal(read_idx(good), data)
+    short = tmp_path / "short.idx"
+    short.write_bytes(good.read_bytes()[:-1])
+    with pytest.raises(DataError, match=r"promises 24 values \(2, 3, 4\), the file holds 23"):
+        read_idx(short)
+    foreign = tmp_path / "foreign.idx"
+    foreign.write_bytes(b"PK\x03\x04 not idx")
+    with pytest.raises(DataError, match="not an IDX file"):
+        read_idx(foreign)
+
+
+def test_images_are_converted_with_a_note_and_non_images_refused(tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "digit.png"
+    Image.new("RGB", (40, 30), "white").save(path)
+    x, note = load_image(path, 28, 1)
+    assert x.shape == (1, 28, 28)
+    assert "RGB → L" in note and "40×30 → 28×28" in note and "inverted" in note
+    assert float(x.max()) == 0.0  # white background inverted to black
+    text = tmp_path / "notes.png"
+    text.write_text("not a picture")
+    with pytest.raises(DataError, match="notes.png: not an image file"):
+        load_image(text, 28, 1)
+
+
+def test_config_rules_for_classification():
+    with pytest.raises(ConfigError, match="data.dataset=mnist is an image dataset, but"):
+        config_from_dict({"data": {"dataset": "mnist"}, "model": {"arch": "cnn_text"}})
+    with pytest.raises(ConfigError, match="data.dataset=sst2 is a text dataset"):
+        config_from_dict({"data": {"dataset": "sst2"}, "model": {"arch": "vit", "preset": "tiny"}})
+    with pytest.raises(ConfigError, match="data.path is required"):
+        config_from_dict(
+            {"data": {"dataset": "text-classification"}, "model": {"arch": "cnn_text"}}
+        )
+    with pytest.raises(ConfigError, match="is a classification dataset"):
+        config_from_dict({"data": {"dataset": "sst2"}, "model": {"arch": "rnn_lm"}})
+
+
+# -------------------------------------------------------------------- a trained run, portable
+POS = ["a great film", "truly wonderful acting", "great fun", "a wonderful story", "loved it"]
+NEG = ["a dull film", "truly awful acting", "boring mess", "an awful story", "hated it"]
+
+
+@pytest.fixture(scope="module")
+def text_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cls")
+    data = root / "reviews.tsv"
+    rows = [f"{s}\tpos" for s in POS] + [f"{s}\tneg" for s in NEG]
+    data.write_text("\n".join(rows * 4) + "\n")
+    cfg = config_from_dict(
+        {
+            "data": {
+                "dataset": "text-classification",
+                "path": str(data),
+                "tokenizer": "word",
+                "normalize": "none",
+                "batch_size": 8,
+            },
+            "model": {
+                "arch": "transformer_classifier",
+                "d_model": 16,
+                "num_heads": 2,
+                "d_ff": 32,
+                "num_layers": 1,
+                "dropout": 0.0,
+            },
+            "train": {"max_steps": 30, "eval_every": 30, "lr": 0.01, "threads": 1},
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train(cfg, root / "run")
+    data.unlink()  # the training data is gone
+    moved = tmp_path_factory.mktemp("copied") / "run"
+    shutil.copytree(root / "run", moved)
+    return moved
+
+
+def run_cli(args, empty, stdin=""):
+    return run_offline(args, empty, stdin=stdin)
+
+
+def test_classify_from_a_copied_run_without_data(text_run, tmp_path):
+    out = run_cli(
+        ["classify", "--checkpoint", str(text_run), "--attention-png", str(tmp_path / "maps")],
+        tmp_path,
+        stdin="a great story\nan awful film\n",
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line.split("\t") for line in out.stdout.splitlines()]
+    assert [row[0] for row in lines] == ["pos", "neg"]
+    assert all(0.5 < float(row[1]) <= 1.0 for row in lines)
+    assert sorted(p.name for p in (tmp_path / "maps").iterdir()) == [
+        "attention-0001-layer0.png",
+        "attention-0002-layer0.png",
+    ]
+
+
+def test_evaluate_own_files_and_their_errors(text_run, tmp_path):
+    import seqlab
+
+    model = seqlab.load(text_run)
+    src, labels = tmp_path / "s.txt", tmp_path / "l.txt"
+    src.write_text("a great story\nan awful film\n")
+    labels.write_text("pos\nneg\n")
+    out = run_cli(
+        [
+            "evaluate",
+            "--checkpoint",
+            str(text_run),
+            "--src",
+            str(src),
+            "--labels",
+            str(labels),
+            "--confusion-png",
+            str(tmp_path / "c.png"),
+            "--json",
+        ],
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert '"accuracy": 1.0' in out.stdout and (tmp_path / "c.png").is_file()
+    labels.write_text("pos\nunsure\n")
+    out = run_cli(
+        ["evaluate", "--checkpoint", str(text_run), "--src", str(src), "--labels", str(labels)],
+        tmp_path,
+    )
+    assert (
+        out.returncode == 2 and "label 'unsure' is not one the model was trained on" in out.stderr
+    )
+    labels.write_text("pos\n")
+    out = run_cli(
+        ["evaluate", "--checkpoint", str(text_run), "--src", str(src), "--labels", str(labels)],
+        tmp_path,
+    )
+    assert out.returncode == 2 and "has 2 lines but --labels" in out.stderr
+    with pytest.raises(SeqlabError, match="text classifier: give it sentences"):
+        model.classify(torch.zeros(1, 1, 28, 28))
+    with pytest.raises(SeqlabError, match="has no 'translate'"):
+        model.translate(["x"])
+    probs = model.probabilities(["a great story", "an awful film", "loved it"])
+    torch.testing.assert_close(probs.sum(-1), torch.ones(3))
+
+
+def test_mnist_vit_trains_and_classifies_a_png(tmp_path):
+    """Real MNIST when a local copy exists: a few steps, then a PNG classified from the run."""
+    if not os.environ.get("SEQLAB_DATA_DIR"):
+        pytest.skip("SEQLAB_DATA_DIR is not set: no local copy of MNIST")
+    from PIL import Image
+
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "mnist", "batch_size": 32, "num_examples": 256, "val_examples": 64},
+            "model": {"arch": "vit", "preset": "tiny", "num_layers": 1, "patch_size": 7},
+            "train": {"max_steps": 3, "eval_every": 3, "threads": 1},
+        }
+    )
+    train(cfg, tmp_path / "vit")
+    png = tmp_path / "seven.png"
+    Image.new("L", (28, 28), 0).save(png)
+    out = run_cli(["classify", "--checkpoint", str(tmp_path / "vit"), str(png)], tmp_path)
+    assert out.returncode == 0, out.stderr
+    label, prob, name = out.stdout.strip().split("\t")
+    assert label in "0123456789" and 0.0 < float(prob) <= 1.0 and name == str(png)
