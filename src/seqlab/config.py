@@ -46,6 +46,9 @@ DatasetName = Literal[
     "ag_news",
     "text-classification",
     "mnist",
+    "sine",
+    "sunspots",
+    "series",
 ]
 #: the task each dataset is for; a model's config names its task too (``task``), and they must agree
 DATASET_TASKS: dict[str, str] = {
@@ -59,6 +62,9 @@ DATASET_TASKS: dict[str, str] = {
     "ag_news": "classification",
     "text-classification": "classification",
     "mnist": "classification",
+    "sine": "forecasting",
+    "sunspots": "forecasting",
+    "series": "forecasting",
 }
 #: classification datasets whose examples are images (the others are text)
 IMAGE_DATASETS = ("mnist",)
@@ -86,6 +92,17 @@ class DataConfig(Strict):
     )
     text_column: str = Field("text", description="text-classification CSV: the text's column")
     label_column: str = Field("label", description="text-classification CSV: the label's column")
+    # forecasting
+    column: str | None = Field(None, description="series CSV: the values' column (default last)")
+    missing: Literal["error", "interpolate", "drop"] = "error"
+    window: Positive = Field(4, description="τ: past values an autoregressive model reads")
+    length: Positive = Field(1000, description="sine: number of steps generated")
+    test_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(
+        0.15, description="forecasting: last share of the series kept for testing"
+    )
+    season: Positive | None = Field(
+        None, description="forecasting: period of the seasonal-persistence baseline (steps)"
+    )
     tokenizer: Literal["char", "word", "subword"] = "char"
     normalize: Literal["none", "nmt", "letters"] = Field(
         "none", description="letters: d2l Time Machine cleaning; nmt: d2l fra-eng preprocessing"
@@ -112,11 +129,11 @@ class DataConfig(Strict):
 
     @model_validator(mode="after")
     def _languages_differ(self) -> DataConfig:
-        with_path = self.dataset in ("text", "text-classification")
+        with_path = self.dataset in ("text", "text-classification", "series")
         if with_path != (self.path is not None):
             raise ValueError(
-                "data.path is required with dataset 'text' or 'text-classification' and only "
-                "allowed with them"
+                "data.path is required with dataset 'text', 'text-classification' or 'series' and "
+                "only allowed with them"
             )
         if self.src_lang == self.tgt_lang:
             raise ValueError(
@@ -331,8 +348,50 @@ class ImageCNNConfig(Strict):
     dropout: Probability = 0.25
 
 
+class ARConfig(Strict):
+    """Autoregressive model AR(τ): x̂_t = f(x_{t-1}, …, x_{t-τ}); linear (``hidden: 0``) or an MLP
+    with one hidden ReLU layer (d2l's 10 units)."""
+
+    arch: Literal["ar"] = "ar"
+    task: ClassVar[str] = "forecasting"
+    hidden: NonNegative = 10
+
+
+class RNNForecasterConfig(Strict):
+    """Latent autoregressive model h_t = g(h_{t-1}, x_{t-1}), x̂_t from h_t: a GRU/LSTM over the
+    window, a linear read-out of the last state."""
+
+    arch: Literal["rnn_forecaster"] = "rnn_forecaster"
+    task: ClassVar[str] = "forecasting"
+    cell: Literal["gru", "lstm"] = "gru"
+    hidden_size: Positive = 32
+    num_layers: Positive = 1
+    dropout: Probability = 0.0
+
+
+class TransformerForecasterConfig(Strict):
+    """Causal Transformer over the window (values projected to d_model, learned positions); the
+    last position's output predicts the next value."""
+
+    arch: Literal["transformer_forecaster"] = "transformer_forecaster"
+    task: ClassVar[str] = "forecasting"
+    d_model: Positive = 32
+    num_heads: Positive = 4
+    num_layers: Positive = 2
+    d_ff: Positive = 64
+    dropout: Probability = 0.0
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerForecasterConfig:
+        check_heads(self.d_model, self.num_heads)
+        return self
+
+
 ModelConfig = Annotated[
     Union[  # noqa: UP007
+        ARConfig,
+        RNNForecasterConfig,
+        TransformerForecasterConfig,
         RNNLMConfig,
         TransformerLMConfig,
         Seq2SeqConfig,
@@ -538,6 +597,9 @@ _ARCH_TAGS = {
     "cnn_text",
     "vit",
     "cnn_image",
+    "ar",
+    "rnn_forecaster",
+    "transformer_forecaster",
 }
 
 

@@ -49,3 +49,17 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_format_json(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
+    """A JSON object written with ``"format": fmt``; anything else is a :class:`CheckpointError`
+    naming the file (``what``: e.g. "classes file")."""
+    from seqlab.errors import CheckpointError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise CheckpointError(f"{path}: not a seqlab {what} (format {fmt})")
+    return data

@@ -125,6 +125,29 @@ def plot_lines(
     return save_figure(fig, path)
 
 
+def plot_series(
+    curves: dict[str, tuple[Tensor, Tensor]],
+    path: str | Path,
+    *,
+    title: str = "",
+    xlabel: str = "time step",
+    ylabel: str = "value",
+) -> Path:
+    """Named curves, each over its own x (observations, 1-step and k-step predictions, ...).
+
+    Shape:
+        each curve ``((N_i,), (N_i,))``.
+    """
+    fig, ax = plt.subplots(figsize=(8.0, 3.6))
+    for name, (x, y) in curves.items():
+        ax.plot(x.detach().cpu().numpy(), y.detach().cpu().numpy(), "-", label=name, linewidth=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    return save_figure(fig, path)
+
+
 def plot_curves(records: Sequence[dict], path: str | Path) -> Path:
     """Training curves from ``metrics.jsonl`` records: loss and perplexity, train and validation."""
     import math

@@ -1,4 +1,5 @@
-"""``seqlab evaluate``, ``translate`` and ``generate``: trained models, from their run directory."""
+"""``seqlab evaluate``, ``translate``, ``classify``, ``forecast`` and ``generate``: trained models,
+from their run directory."""
 
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(args.output)
     model = load_for(args)
+    if model.task == "forecasting":
+        return _evaluate_forecaster(args, model)
+    if args.horizon is not None or args.plot:
+        raise SeqlabError("--horizon and --plot apply to forecasting runs")
     if model.task == "classification":
         return _evaluate_classifier(args, model)
     if args.confusion_png or args.labels:
@@ -163,6 +168,108 @@ def _evaluate_classifier(args: argparse.Namespace, model: Any) -> int:
     )
     if args.confusion_png:
         print(f"  confusion matrix: {args.confusion_png}")
+    return 0
+
+
+def _evaluate_forecaster(args: argparse.Namespace, model: Any) -> int:
+    """RMSE/MAE by horizon on a split, next to persistence (and seasonal persistence)."""
+    if args.src or args.ref or args.labels or args.text or args.beam or args.output:
+        raise SeqlabError(
+            "a forecaster is scored on a --split of its series (--horizon K steps ahead); "
+            "--src/--ref/--labels/--text/--beam/--output apply to other tasks"
+        )
+    if args.engine != "pytorch" or args.quantize or args.confusion_png:
+        raise SeqlabError("--engine, --quantize and --confusion-png do not apply to forecasting")
+    if args.plot:
+        check_writable(args.plot)
+    split = args.split or "test"
+    if split == "dev":
+        raise SeqlabError("a series has train, val and test splits; --split dev is SST-2's")
+    result = {
+        "checkpoint": str(model.run.checkpoint),
+        **model.evaluate_split(split, horizons=args.horizon or 12),
+    }
+    if args.plot:
+        import torch
+
+        from seqlab.plotting import plot_lines
+
+        names = ("model", "persistence", "seasonal_persistence")
+        horizons = torch.tensor(result["horizons"], dtype=torch.float32)
+        plot_lines(
+            horizons,
+            {
+                n.replace("_", " "): torch.tensor(result[n]["rmse"])
+                for n in names
+                if n in result and len(result[n]["rmse"]) == len(horizons)
+            },
+            args.plot,
+            title=f"{args.checkpoint}: {split} RMSE by horizon",
+            xlabel="horizon k (steps ahead)",
+            ylabel="RMSE",
+        )
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{split}: {result['steps']} target steps ({result['checkpoint']})")
+    baselines = [n for n in ("persistence", "seasonal_persistence") if n in result]
+    print("horizon  " + "  ".join(f"{n:>20s}" for n in ["model", *baselines]) + "   (RMSE)")
+    for i, h in enumerate(result["horizons"]):
+        cells = [
+            result[n]["rmse"][i] if i < len(result[n]["rmse"]) else float("nan")
+            for n in ["model", *baselines]
+        ]
+        print(f"{h:7d}  " + "  ".join(f"{c:20.3f}" for c in cells))
+    if args.plot:
+        print(f"  plot: {args.plot}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- forecast
+def cmd_forecast(args: argparse.Namespace) -> int:
+    """The next ``--steps`` values after a series (a CSV, or the run's own), each fed back."""
+    if args.png:
+        check_writable(args.png)
+    if (args.column or args.missing) and not args.input:
+        raise SeqlabError("--column and --missing describe an --input CSV")
+    model = load_for(args, "forecasting")
+    if args.input:
+        from seqlab.data.series import read_series_csv
+
+        history = read_series_csv(args.input, args.column, args.missing or "error")
+        source = args.input
+    else:
+        from seqlab.tasks.forecasting import load_series
+
+        history = load_series(model.cfg).tolist()
+        source = f"the run's series ({model.cfg.data.dataset})"
+    values = model.forecast(history, args.steps)
+    if args.png:
+        import torch
+
+        from seqlab.plotting import plot_series
+
+        n = len(history)
+        shown = min(n, max(4 * args.steps, 4 * model.window))
+        plot_series(
+            {
+                "observed": (torch.arange(n - shown, n), torch.tensor(history[-shown:])),
+                f"forecast ({args.steps} steps)": (
+                    torch.arange(n - 1, n + args.steps),
+                    torch.tensor([history[-1], *values]),
+                ),
+            },
+            args.png,
+            title=f"{args.checkpoint}: forecast after {source}",
+            xlabel="time step",
+            ylabel="value",
+        )
+        print(f"plot: {args.png}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"input": source, "history": len(history), "forecast": values}))
+        return 0
+    for step, value in enumerate(values, start=1):
+        print(f"{len(history) + step - 1}\t{value:.6g}")
     return 0
 
 
@@ -384,6 +491,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--confusion-png", metavar="FILE", help="classification: draw the confusion matrix"
     )
     p.add_argument("--ref", metavar="FILE", help="translation: their references, line by line")
+    p.add_argument(
+        "--horizon",
+        type=positive_int,
+        help="forecasting: errors at 1 … K steps ahead (default 12; split default: test)",
+    )
+    p.add_argument("--plot", metavar="FILE", help="forecasting: draw RMSE by horizon")
     p.add_argument("--text", metavar="FILE", help="language model: perplexity of this text")
     p.add_argument("--beam", type=positive_int, help="translation: beam size (1 = greedy)")
     p.add_argument("--output", metavar="FILE", help="translation: also write the hypotheses here")
@@ -427,6 +540,26 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--layer", type=int, default=-1, help="which layer's attention to draw (default: last)"
     )
     p.set_defaults(func=cmd_classify)
+
+    p = sub.add_parser(
+        "forecast", help="predict the next values of a series (CSV or the run's own) k steps on"
+    )
+    checkpoint_args(p)
+    p.add_argument(
+        "--input",
+        metavar="CSV",
+        help="a header line, then one value per row (default: the run's configured series)",
+    )
+    p.add_argument("--column", help="the CSV column holding the values (default: the last)")
+    p.add_argument(
+        "--missing",
+        choices=["error", "interpolate", "drop"],
+        help="what to do with empty or NaN values (default: error)",
+    )
+    p.add_argument("--steps", type=positive_int, required=True, help="values to predict")
+    p.add_argument("--png", metavar="FILE", help="draw the end of the series and the forecast")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_forecast)
 
     p = sub.add_parser("generate", help="continue a text prefix with a trained language model")
     checkpoint_args(p)

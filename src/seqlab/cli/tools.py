@@ -109,6 +109,14 @@ def cmd_demo_dates(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo_forecasting(args: argparse.Namespace) -> int:
+    from seqlab.demos.forecasting import run_forecasting_demo
+
+    check_writable_dir(args.out, "--out")
+    run_forecasting_demo(args.out, threads=args.threads)
+    return 0
+
+
 def cmd_demo_vit_vs_cnn(args: argparse.Namespace) -> int:
     from seqlab.demos.vit_vs_cnn import run_vit_vs_cnn
 
@@ -234,6 +242,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/kernel-regression", metavar="DIR")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo_kernel_regression)
+
+    p = demo_sub.add_parser(
+        "forecasting",
+        help="AR(4) on a noisy sine (d2l §8.1): 1-step vs k-step predictions, error by horizon",
+    )
+    p.add_argument("--out", default="runs/forecasting", metavar="DIR")
+    p.add_argument("--threads", type=non_negative_int, default=0)
+    p.set_defaults(func=cmd_demo_forecasting)
 
     p = demo_sub.add_parser(
         "vit-vs-cnn",

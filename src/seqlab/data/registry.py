@@ -205,6 +205,19 @@ DATASETS: dict[str, Dataset] = {
             ),
         ),
     ),
+    "sunspots": Dataset(
+        name="sunspots",
+        description="Monthly mean sunspot numbers 1749-1983 (Zurich series, version 1)",
+        licence="SILSO data: CC BY-NC 4.0 (Source: WDC-SILSO, Royal Observatory of Belgium)",
+        citation="SILSO World Data Center; Andrews & Herzberg (1985), Data.",
+        files=(
+            DataFile(
+                "monthly-sunspots.csv",
+                "https://raw.githubusercontent.com/jbrownlee/Datasets/master/monthly-sunspots.csv",
+                ("c4ec8cc57d9f6fb6ecdb3e1f37f25b6f4badd5124c55931052b0cd2fc3bc71f3",),
+            ),
+        ),
+    ),
     "mnist": Dataset(
         name="mnist",
         description="MNIST handwritten digits, the original IDX files (28×28 grey, 10 classes)",

@@ -5,15 +5,18 @@ from __future__ import annotations
 from torch import nn
 
 from seqlab.config import (
+    ARConfig,
     BahdanauConfig,
     CNNTextConfig,
     ImageCNNConfig,
     ModelConfig,
     RNNClassifierConfig,
+    RNNForecasterConfig,
     RNNLMConfig,
     Seq2SeqConfig,
     TransformerClassifierConfig,
     TransformerConfig,
+    TransformerForecasterConfig,
     TransformerLMConfig,
     ViTConfig,
 )
@@ -26,6 +29,7 @@ def build_model(
     src_vocab_size: int | None = None,
     tgt_vocab_size: int | None = None,
     num_classes: int | None = None,
+    window: int | None = None,
 ) -> nn.Module:
     """Construct the model ``cfg`` describes (fresh weights).
 
@@ -80,4 +84,13 @@ def build_model(
         from seqlab.models.cnn_image import ImageCNN
 
         return ImageCNN(need("num_classes", num_classes), cfg)
+    if isinstance(cfg, ARConfig | RNNForecasterConfig | TransformerForecasterConfig):
+        from seqlab.models.forecasters import AutoRegressive, RNNForecaster, TransformerForecaster
+
+        series = {
+            ARConfig: AutoRegressive,
+            RNNForecasterConfig: RNNForecaster,
+            TransformerForecasterConfig: TransformerForecaster,
+        }
+        return series[type(cfg)](need("window", window), cfg)
     raise ValueError(f"no model is built for model.arch={cfg.arch!r}")

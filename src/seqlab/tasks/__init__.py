@@ -11,13 +11,14 @@ from pathlib import Path
 from types import ModuleType
 
 from seqlab.config import ExperimentConfig
-from seqlab.tasks import classification, language_modeling, translation
+from seqlab.tasks import classification, forecasting, language_modeling, translation
 from seqlab.tasks.base import Experiment, Predictor, open_run
 
 TASKS: dict[str, ModuleType] = {
     "language_modeling": language_modeling,
     "translation": translation,
     "classification": classification,
+    "forecasting": forecasting,
 }
 
 

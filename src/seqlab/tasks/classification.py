@@ -154,14 +154,9 @@ class Classes:
 
     @classmethod
     def load(cls, path: Path) -> Classes:
-        import json
+        from seqlab.io import read_format_json
 
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"{path}: not readable JSON ({exc})") from None
-        if not isinstance(data, dict) or data.get("format") != CLASSES_FORMAT:
-            raise CheckpointError(f"{path}: not a seqlab classes file (format {CLASSES_FORMAT})")
+        data = read_format_json(path, CLASSES_FORMAT, "classes file")
         labels = data.get("labels")
         if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
             raise CheckpointError(f"{path}: 'labels' must be a list of names")

@@ -1,0 +1,96 @@
+"""Sequence-to-one forecasters of real values (seed 000): every model maps a window of the τ
+latest values ``(B, τ)`` to the next value ``(B,)``.
+
+- :class:`AutoRegressive`: the autoregressive model x̂_t = f(x_{t-1}, …, x_{t-τ}); f linear
+  (AR(τ)) or a one-hidden-layer MLP (d2l §8.1's model).
+- :class:`RNNForecaster`: the latent autoregressive model h_t = g(h_{t-1}, x_{t-1}),
+  x̂_t = w·h_t + b, with a GRU or LSTM as g.
+- :class:`TransformerForecaster`: a causal Transformer encoder over the window; the output at the
+  last position predicts the next value.
+
+The baselines need no parameters: :func:`persistence` (x̂_{t+1} = x_t) and
+:func:`seasonal_persistence` (x̂_t = x_{t-s}).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.config import ARConfig, RNNForecasterConfig, TransformerForecasterConfig
+from seqlab.nn.attention import causal_mask
+from seqlab.nn.transformer import EncoderBlock
+
+
+class AutoRegressive(nn.Module):
+    """AR(τ): linear when ``cfg.hidden`` is 0, else Linear(τ, hidden) → ReLU → Linear(hidden, 1)."""
+
+    def __init__(self, window: int, cfg: ARConfig):
+        super().__init__()
+        if cfg.hidden:
+            self.net: nn.Module = nn.Sequential(
+                nn.Linear(window, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, 1)
+            )
+        else:
+            self.net = nn.Linear(window, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Shape: ``(B, τ) -> (B,)``."""
+        return self.net(x).squeeze(-1)
+
+
+class RNNForecaster(nn.Module):
+    """GRU/LSTM over the window, a linear read-out of the last hidden state."""
+
+    def __init__(self, window: int, cfg: RNNForecasterConfig):
+        super().__init__()
+        rnn = nn.GRU if cfg.cell == "gru" else nn.LSTM
+        self.rnn = rnn(
+            1,
+            cfg.hidden_size,
+            cfg.num_layers,
+            batch_first=True,
+            dropout=cfg.dropout if cfg.num_layers > 1 else 0.0,
+        )
+        self.out = nn.Linear(cfg.hidden_size, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Shape: ``(B, τ) -> (B,)``."""
+        h, _ = self.rnn(x[..., None])  # (B, τ, H)
+        return self.out(h[:, -1]).squeeze(-1)
+
+
+class TransformerForecaster(nn.Module):
+    """Values → Linear(1, d) + learned positions → causal pre-norm encoder → Linear(d, 1)."""
+
+    def __init__(self, window: int, cfg: TransformerForecasterConfig):
+        super().__init__()
+        self.window = window
+        self.inp = nn.Linear(1, cfg.d_model)
+        self.pos = nn.Parameter(torch.randn(window, cfg.d_model) * 0.1)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, "pre")
+            for _ in range(cfg.num_layers)
+        )
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.out = nn.Linear(cfg.d_model, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Shape: ``(B, τ) -> (B,)``."""
+        if x.shape[1] != self.window:
+            raise ValueError(f"expected windows of {self.window} values, got {x.shape[1]}")
+        h = self.inp(x[..., None]) + self.pos  # (B, τ, d)
+        mask = causal_mask(x.shape[1], device=x.device)[None]  # (1, τ, τ)
+        for block in self.blocks:
+            h, _ = block(h, mask)  # (B, τ, d)
+        return self.out(self.norm(h[:, -1])).squeeze(-1)
+
+
+def persistence(x: Tensor) -> Tensor:
+    """x̂_{t} = x_{t-1}: the last value of each window. Shape: ``(B, τ) -> (B,)``."""
+    return x[:, -1]
+
+
+def seasonal_persistence(series: Tensor, t: Tensor, season: int) -> Tensor:
+    """x̂_t = x_{t-s}, for target steps ``t`` ``(M,)`` of ``series``. Shape: ``-> (M,)``."""
+    return series[t - season]
