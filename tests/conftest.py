@@ -32,6 +32,16 @@ ENCODER_DECODERS = {
     "seq2seq-lstm-2": Seq2SeqConfig(cell="lstm", embed_dim=8, hidden_size=12, num_layers=2),
     "bahdanau-1": BahdanauConfig(embed_dim=8, hidden_size=12, num_layers=1),
     "bahdanau-2": BahdanauConfig(embed_dim=8, hidden_size=12, num_layers=2),
+    "bahdanau-general": BahdanauConfig(embed_dim=8, hidden_size=12, attention="general"),
+    "bahdanau-location": BahdanauConfig(
+        embed_dim=8, hidden_size=12, attention="location", max_len=16
+    ),
+    "bahdanau-d2l-dot": BahdanauConfig(
+        embed_dim=8, hidden_size=12, num_layers=2, decoder="d2l", attention="dot"
+    ),
+    "bahdanau-d2l-scaled": BahdanauConfig(
+        embed_dim=8, hidden_size=12, decoder="d2l", attention="scaled_dot"
+    ),
     "transformer-post": TransformerConfig(
         d_model=16, num_heads=4, encoder_layers=2, decoder_layers=2, d_ff=32, max_len=32
     ),

@@ -243,3 +243,90 @@ def test_weights_are_never_stored_on_the_module():
     ours(x, x, x, need_weights=True)
     assert set(vars(ours)) == before
     assert not any(isinstance(v, torch.Tensor) for v in vars(ours).values())
+
+
+# --------------------------------------------------------------------- scoring functions
+def _score(kind, q_size=6, k_size=6, hidden=5, max_len=9):
+    from seqlab.nn.attention import make_score
+
+    return make_score(kind, q_size, k_size, hidden, max_len).eval()
+
+
+def test_each_score_against_its_formula():
+    torch.manual_seed(0)
+    b, s, d = 3, 7, 6
+    q, k = torch.randn(b, d), torch.randn(b, s, d)
+
+    def direct(kind, score):
+        out = torch.empty(b, s)
+        for i in range(b):
+            for j in range(s):
+                qi, kj = q[i], k[i, j]
+                if kind == "additive":  # w_vᵀ tanh(W_q q + W_k k)
+                    val = score.w_v.weight[0] @ torch.tanh(
+                        score.w_q.weight @ qi + score.w_k.weight @ kj
+                    )
+                elif kind == "dot":  # qᵀ k
+                    val = qi @ kj
+                elif kind == "scaled_dot":  # qᵀ k / √d
+                    val = qi @ kj / d**0.5
+                elif kind == "general":  # qᵀ W k
+                    val = qi @ score.w.weight @ kj
+                else:  # location: (W_a q + b)_j, whatever the key
+                    val = score.w_a.weight[j] @ qi + score.w_a.bias[j]
+                out[i, j] = val
+        return out
+
+    for kind in ("additive", "dot", "scaled_dot", "general", "location"):
+        score = _score(kind)
+        with torch.no_grad():
+            got = score(q, score.prepare(k))
+            torch.testing.assert_close(got, direct(kind, score), msg=kind)
+
+
+def test_location_score_ignores_keys_and_refuses_long_sources():
+    score = _score("location", max_len=4)
+    q = torch.randn(2, 6)
+    with torch.no_grad():
+        a = score(q, score.prepare(torch.randn(2, 3, 6)))
+        b = score(q, score.prepare(torch.randn(2, 3, 6)))
+    torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="at most 4 source positions.*got a source of 5"):
+        score(q, torch.randn(2, 5, 6))
+
+
+def test_attention_pool_weights_sum_to_one_over_real_positions():
+    from seqlab.nn.attention import attention_pool
+
+    score = _score("general", q_size=4, k_size=6)
+    q, k = torch.randn(2, 4), torch.randn(2, 5, 6)
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    with torch.no_grad():
+        context, alpha = attention_pool(score, q, score.prepare(k), k, mask)
+    torch.testing.assert_close(alpha.sum(-1), torch.ones(2))
+    assert (alpha[1, 2:] == 0).all()
+    torch.testing.assert_close(context, (alpha[:, :, None] * k).sum(1))
+
+
+def test_dot_scores_need_equal_sizes_and_unknown_kind():
+    with pytest.raises(ValueError, match="dot attention needs queries and keys of one size"):
+        _score("dot", q_size=4, k_size=6)
+    with pytest.raises(ValueError, match="unknown attention score 'cosine'"):
+        _score("cosine")
+
+
+def test_config_refuses_dot_with_the_papers_bidirectional_decoder():
+    from seqlab.config import config_from_dict
+    from seqlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="use decoder: d2l"):
+        config_from_dict(
+            {"data": {"dataset": "fra-eng"}, "model": {"arch": "bahdanau", "attention": "dot"}}
+        )
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "fra-eng"},
+            "model": {"arch": "bahdanau", "attention": "dot", "decoder": "d2l"},
+        }
+    )
+    assert cfg.model.decoder == "d2l"

@@ -86,3 +86,23 @@ def test_large_recurrent_weights_make_plain_rnn_gradients_explode():
     lstm = measure_gradient_norms("lstm", seq_len=30, hidden_size=32, recurrent_scale=4.0)
     assert relu[0] / relu[-1] > 1e3
     assert lstm[0] / lstm[-1] < relu[0] / relu[-1] / 1e3
+
+
+@pytest.mark.parametrize("cell", ["rnn", "rnn_relu"])
+@pytest.mark.parametrize("scale", [0.5, 1.0, 4.0])
+def test_measured_gradients_stay_under_the_slides_bound(cell, scale):
+    from seqlab.analysis.gradients import gradient_bound
+
+    norms = measure_gradient_norms(cell, seq_len=20, hidden_size=16, recurrent_scale=scale)
+    bound = gradient_bound(cell, norms, hidden_size=16, recurrent_scale=scale)
+    assert bound is not None and bound["beta_h"] == 1.0
+    for measured, limit in zip(norms, bound["bound"], strict=True):
+        assert measured <= limit * (1 + 1e-9)
+    if scale == 0.5:  # β_W β_h well below 1: the bound itself vanishes geometrically
+        assert bound["beta_w"] < 0.7 and bound["bound"][0] < 1e-3 * bound["bound"][-1]
+
+
+def test_gated_cells_have_no_plain_bound():
+    from seqlab.analysis.gradients import gradient_bound
+
+    assert gradient_bound("gru", [1.0, 1.0]) is None

@@ -124,9 +124,9 @@ def test_to_backend_keeps_dtype_and_copies_weights():
     assert scratch.cells[0].weight_ih.abs().sum() > 0  # an independent copy
 
 
-BACKEND_CELLS = [("scratch", c) for c in ["rnn", "gru", "lstm", "peephole_lstm"]] + [
-    ("fused", c) for c in ["rnn", "gru", "lstm"]
-]
+BACKEND_CELLS = [
+    ("scratch", c) for c in ["rnn", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm"]
+] + [("fused", c) for c in ["rnn", "gru", "lstm"]]
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
@@ -162,7 +162,7 @@ def test_full_lengths_equal_no_lengths(backend):
     torch.testing.assert_close(h_len, h_plain, atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm", "peephole_lstm"])
+@pytest.mark.parametrize("cell", ["rnn", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm"])
 def test_stepping_a_cell_by_hand_equals_the_layer(cell):
     rnn = RNN(cell, I, H)
     x = torch.randn(B, T, I)
@@ -264,3 +264,97 @@ def test_invalid_arguments_fail_with_clear_messages():
         lstm(torch.randn(B, T, I + 1))
     with pytest.raises(ValueError, match="missing"):
         fused_to_scratch_state_dict(lstm.state_dict(), 2, False)
+
+
+def test_notes_gru_against_its_equation_and_against_pytorchs_form():
+    """seed 000: H̃ = tanh(X W_xh + (R ⊙ H) W_hh + b_h); PyTorch: tanh(X W_xh + R ⊙ (H W_hh + b))."""
+    from seqlab.nn.rnn import GRUCell, GRUNotesCell
+
+    notes = GRUNotesCell(I, H).double()
+    x = torch.randn(B, I, dtype=torch.float64)
+    h = torch.randn(B, H, dtype=torch.float64)
+    wx_r, wx_z, wx_h = notes.weight_ih.chunk(3)  # (H, I) each
+    wh_r, wh_z, wh_h = notes.weight_hh.chunk(3)  # (H, H) each
+    bx_r, bx_z, bx_h = notes.bias_ih.chunk(3)
+    bh_r, bh_z, bh_h = notes.bias_hh.chunk(3)
+    r = torch.sigmoid(x @ wx_r.T + bx_r + h @ wh_r.T + bh_r)
+    z = torch.sigmoid(x @ wx_z.T + bx_z + h @ wh_z.T + bh_z)
+    candidate = torch.tanh(x @ wx_h.T + bx_h + (r * h) @ wh_h.T + bh_h)
+    expected = z * h + (1 - z) * candidate
+    (got,) = notes(x, (h,))
+    torch.testing.assert_close(got, expected)
+    # the same weights in PyTorch's form give another function ...
+    torch_form = GRUCell(I, H).double()
+    torch_form.load_state_dict(notes.state_dict())
+    (other,) = torch_form(x, (h,))
+    assert (other - got).abs().max() > 1e-3
+    # ... that agrees when the reset gate is open (r = 1) and b_hn = 0
+    with torch.no_grad():
+        for cell in (notes, torch_form):
+            cell.bias_hh[2 * H :] = 0.0
+            cell.bias_ih[:H] = 1e3  # r = σ(large) = 1
+    torch.testing.assert_close(notes(x, (h,))[0], torch_form(x, (h,))[0])
+
+
+def test_gated_rnn_against_its_equation():
+    """seed 003: ĥ_t = tanh(W_i x_t + W_h h_{t-1}), g_t = σ(U_g x_t + W_g h_{t-1}), h_t = ĥ_t ∘ g_t."""
+    from seqlab.nn.rnn import GatedRNNCell
+
+    cell = GatedRNNCell(I, H).double()
+    x = torch.randn(B, I, dtype=torch.float64)
+    h = torch.randn(B, H, dtype=torch.float64)
+    pre = x @ cell.weight_ih.T + cell.bias_ih + h @ cell.weight_hh.T + cell.bias_hh  # (B, 2H)
+    g, candidate = pre[:, :H], pre[:, H:]
+    (got,) = cell(x, (h,))
+    torch.testing.assert_close(got, torch.tanh(candidate) * torch.sigmoid(g))
+    assert cell.weight_ih.shape == (2 * H, I)
+
+
+@pytest.mark.parametrize("cell", ["gru_notes", "gated_rnn", "peephole_lstm"])
+def test_scratch_only_cells_refuse_the_fused_backend(cell):
+    with pytest.raises(ValueError, match=f"cell '{cell}' has no fused backend"):
+        RNN(cell, I, H, backend="fused")
+
+
+# ------------------------------------------------------------ randomized truncated BPTT
+def _grads_wrt_inputs(rnn, x):
+    x = x.clone().requires_grad_(True)
+    out, _ = rnn(x)
+    out[:, -1].sum().backward()  # loss on the last step only
+    return x.grad
+
+
+def test_randomized_truncation_keeps_values_and_full_keep_is_regular():
+    torch.manual_seed(0)
+    regular = RNN("gru", I, H, num_layers=2).train()
+    randomized = RNN("gru", I, H, num_layers=2, truncation_keep=0.5).train()
+    randomized.load_state_dict(regular.state_dict())
+    x = torch.randn(B, T, I)
+    torch.testing.assert_close(randomized(x)[0], regular(x)[0])  # forward values unchanged
+    everything = RNN("gru", I, H, num_layers=2, truncation_keep=1.0).train()
+    everything.load_state_dict(regular.state_dict())
+    torch.testing.assert_close(_grads_wrt_inputs(everything, x), _grads_wrt_inputs(regular, x))
+
+
+def test_randomized_truncation_cuts_the_recurrent_path_and_is_unbiased():
+    torch.manual_seed(0)
+    regular = RNN("rnn", I, H).train()
+    almost_never = RNN("rnn", I, H, truncation_keep=1e-9).train()
+    almost_never.load_state_dict(regular.state_dict())
+    x = torch.randn(B, 3, I)
+    full = _grads_wrt_inputs(regular, x)  # (B, 3, I)
+    cut = _grads_wrt_inputs(almost_never, x)
+    assert cut[:, :2].abs().max() == 0  # nothing reaches back past one step
+    torch.testing.assert_close(cut[:, 2], full[:, 2])  # the last input's own path is untouched
+    # with π = 0.5 the gradient at step 0 is ξ_1 ξ_2 × the full one, ξ ∈ {0, 2}: mean 1
+    half = RNN("rnn", I, H, truncation_keep=0.5).train()
+    half.load_state_dict(regular.state_dict())
+    draws = torch.stack([_grads_wrt_inputs(half, x)[:, 0] for _ in range(600)])  # (600, B, I)
+    factors = (draws / full[None, :, 0]).flatten(1)  # each draw: one factor per sequence
+    assert set(factors[:, ::I].round().unique().tolist()) <= {0.0, 4.0}
+    assert abs(float(factors.mean()) - 1.0) < 0.2
+    # not in evaluation mode, and never with the fused backend
+    half.eval()
+    torch.testing.assert_close(_grads_wrt_inputs(half, x), full)
+    with pytest.raises(ValueError, match="randomized truncation needs backend='scratch'"):
+        RNN("gru", I, H, backend="fused", truncation_keep=0.5)

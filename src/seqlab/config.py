@@ -149,7 +149,9 @@ def check_heads(d_model: int | None, num_heads: int | None) -> None:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
 
 
-CellName = Literal["rnn", "rnn_relu", "gru", "lstm", "peephole_lstm"]
+CellName = Literal["rnn", "rnn_relu", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm"]
+#: cells only the scratch backend has (PyTorch has no fused layer for them)
+SCRATCH_ONLY_CELLS = ("peephole_lstm", "gru_notes", "gated_rnn")
 
 
 class RNNLMConfig(Strict):
@@ -164,12 +166,24 @@ class RNNLMConfig(Strict):
     num_layers: Positive = 2
     dropout: Probability = 0.0
     tie_weights: bool = False
+    truncation: Literal["regular", "randomized"] = Field(
+        "regular", description="randomized: truncated BPTT of random length (d2l §8.7.2)"
+    )
+    truncation_keep: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.9, description="randomized truncation: π, the chance the gradient passes a step"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> RNNLMConfig:
-        if self.cell == "peephole_lstm" and self.backend == "fused":
+        if self.truncation == "randomized" and self.backend != "scratch":
             raise ValueError(
-                "cell peephole_lstm has no fused backend (nn.LSTM has no peepholes); set backend: scratch"
+                "truncation: randomized acts between time steps, inside the recurrent loop; "
+                "set backend: scratch"
+            )
+        if self.cell in SCRATCH_ONLY_CELLS and self.backend == "fused":
+            raise ValueError(
+                f"cell {self.cell} has no fused backend (PyTorch has no such layer); "
+                "set backend: scratch"
             )
         if self.tie_weights and self.embed_dim != self.hidden_size:
             raise ValueError(
@@ -213,7 +227,13 @@ class Seq2SeqConfig(Strict):
 
 
 class BahdanauConfig(Strict):
-    """Attentive RNN encoder–decoder (Bahdanau et al. 2014), bidirectional GRU encoder."""
+    """Attentive RNN encoder–decoder (Bahdanau et al. 2014).
+
+    ``decoder: paper`` (the default): bidirectional GRU encoder, s_0 = tanh(W_s ←h_1), the
+    previous decoder state scored against the annotations, a maxout output layer (seed 004).
+    ``decoder: d2l``: d2l §10.4 as seed 000 writes it: a unidirectional L-layer GRU encoder whose
+    final states start the decoder, the previous top-layer decoder state as the query, a linear
+    output layer. ``attention`` picks the scoring function (seed 001's table)."""
 
     arch: Literal["bahdanau"] = "bahdanau"
     task: ClassVar[str] = "translation"
@@ -221,6 +241,20 @@ class BahdanauConfig(Strict):
     hidden_size: Positive = 512
     num_layers: Positive = 1
     dropout: Probability = 0.2
+    decoder: Literal["paper", "d2l"] = "paper"
+    attention: Literal["additive", "dot", "scaled_dot", "general", "location"] = "additive"
+    max_len: Positive = Field(256, description="location attention: most source positions")
+
+    @model_validator(mode="after")
+    def _score_fits(self) -> BahdanauConfig:
+        if self.attention in ("dot", "scaled_dot") and self.decoder == "paper":
+            raise ValueError(
+                f"attention {self.attention} needs queries and keys of one size, but the paper's "
+                f"decoder scores its {self.hidden_size}-wide state against "
+                f"{2 * self.hidden_size}-wide bidirectional annotations; use decoder: d2l "
+                "(unidirectional encoder) or attention additive | general | location"
+            )
+        return self
 
 
 class TransformerConfig(Strict):
@@ -354,6 +388,7 @@ class ARConfig(Strict):
 
     arch: Literal["ar"] = "ar"
     task: ClassVar[str] = "forecasting"
+    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
     hidden: NonNegative = 10
 
 
@@ -363,6 +398,7 @@ class RNNForecasterConfig(Strict):
 
     arch: Literal["rnn_forecaster"] = "rnn_forecaster"
     task: ClassVar[str] = "forecasting"
+    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
     cell: Literal["gru", "lstm"] = "gru"
     hidden_size: Positive = 32
     num_layers: Positive = 1
@@ -375,6 +411,7 @@ class TransformerForecasterConfig(Strict):
 
     arch: Literal["transformer_forecaster"] = "transformer_forecaster"
     task: ClassVar[str] = "forecasting"
+    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
     d_model: Positive = 32
     num_heads: Positive = 4
     num_layers: Positive = 2

@@ -91,6 +91,33 @@ def plot_attention(
     return save_figure(fig, path)
 
 
+def plot_heatmap(
+    matrix: Tensor,
+    path: str | Path,
+    *,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    cmap: str = "RdBu_r",
+    symmetric: bool = True,
+) -> Path:
+    """A matrix as an image (row 0 at the top), colour scale centred on 0 when ``symmetric``.
+
+    Shape:
+        matrix ``(R, C)``.
+    """
+    data = matrix.detach().float().cpu().numpy()
+    fig, ax = plt.subplots(figsize=(6.0, 4.5))
+    limit = float(abs(data).max()) or 1.0
+    bounds = {"vmin": -limit, "vmax": limit} if symmetric else {}
+    image = ax.imshow(data, cmap=cmap, aspect="auto", interpolation="nearest", **bounds)
+    fig.colorbar(image, ax=ax, shrink=0.8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return save_figure(fig, path)
+
+
 def plot_lines(
     x: Tensor,
     series: dict[str, Tensor],

@@ -66,12 +66,7 @@ def measure_gradient_norms(
     x = torch.randn(batch_size, seq_len, input_size, generator=data, dtype=torch.float64)
     readout = torch.randn(hidden_size, generator=data, dtype=torch.float64) / hidden_size**0.5
     target = torch.randn(batch_size, generator=data, dtype=torch.float64)
-    with torch.random.fork_rng(devices=[]):  # the weights, without touching the global RNG
-        torch.manual_seed(seed)
-        rnn_cell = make_cell(cell, input_size, hidden_size).double()
-    _set_gate_bias(rnn_cell, gate_bias)
-    with torch.no_grad():
-        rnn_cell.weight_hh.mul_(recurrent_scale)
+    rnn_cell = _build_cell(cell, input_size, hidden_size, seed, gate_bias, recurrent_scale)
 
     state = rnn_cell.zero_state(batch_size, dtype=torch.float64)  # (h,) or (h, c), each (B, H)
     xw = rnn_cell.project_inputs(x)  # (B, T, G*H)
@@ -86,6 +81,44 @@ def measure_gradient_norms(
     return [float(h.grad.norm()) for h in hidden_states]
 
 
+def _build_cell(
+    cell: str, input_size: int, hidden_size: int, seed: int, gate_bias: float, scale: float
+) -> torch.nn.Module:
+    """The float64 cell of :func:`measure_gradient_norms`: seeded init, gate bias, W_h × scale."""
+    with torch.random.fork_rng(devices=[]):  # the weights, without touching the global RNG
+        torch.manual_seed(seed)
+        rnn_cell = make_cell(cell, input_size, hidden_size).double()
+    _set_gate_bias(rnn_cell, gate_bias)
+    with torch.no_grad():
+        rnn_cell.weight_hh.mul_(scale)
+    return rnn_cell
+
+
+#: sup |φ'| of the plain RNNs' nonlinearities (tanh' ≤ 1, ReLU' ∈ {0, 1})
+BETA_H = {"rnn": 1.0, "rnn_relu": 1.0}
+
+
+def gradient_bound(
+    cell: str,
+    norms: list[float],
+    hidden_size: int = 64,
+    input_size: int = 16,
+    seed: int = 0,
+    recurrent_scale: float = 1.0,
+) -> dict[str, object] | None:
+    """The slides' bound for a plain RNN: ‖∂L_T/∂h_k‖ ≤ ‖∂L_T/∂h_T‖ (β_W β_h)^{T−k}, with
+    β_W = ‖W_hh‖₂ (largest singular value) of the measured cell and β_h = sup |φ'| = 1.
+    None for gated cells (their Jacobian is not W_hh times a diagonal)."""
+    if cell not in BETA_H:
+        return None
+    rnn_cell = _build_cell(cell, input_size, hidden_size, seed, 0.0, recurrent_scale)
+    beta_w = float(torch.linalg.matrix_norm(rnn_cell.weight_hh.detach(), ord=2))
+    factor = beta_w * BETA_H[cell]
+    steps = len(norms)
+    bound = [norms[-1] * factor ** (steps - k) for k in range(1, steps + 1)]
+    return {"beta_w": beta_w, "beta_h": BETA_H[cell], "bound": bound}
+
+
 def _set_gate_bias(rnn_cell: torch.nn.Module, gate_bias: float) -> None:
     """Set the total bias (b_ih + b_hh) of the LSTM's forget gate / the GRU's update gate."""
     hidden = rnn_cell.hidden_size
@@ -97,9 +130,13 @@ def _set_gate_bias(rnn_cell: torch.nn.Module, gate_bias: float) -> None:
 
 
 def plot_gradient_norms(
-    results: dict[str, list[float]], path: str | Path, title: str | None = None
+    results: dict[str, list[float]],
+    path: str | Path,
+    title: str | None = None,
+    bounds: dict[str, list[float]] | None = None,
 ) -> None:
-    """Write a PNG of ‖∂L_T/∂h_k‖ against k, log-scale y, one line per cell."""
+    """Write a PNG of ‖∂L_T/∂h_k‖ against k, log-scale y, one line per cell (and, dotted, the
+    bound (β_W β_h)^{T−k} of each plain RNN in ``bounds``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -109,7 +146,16 @@ def plot_gradient_norms(
     linestyles = ("-", "--", "-.", ":")  # lines that overlap (lstm, peephole_lstm) stay visible
     for i, (cell, norms) in enumerate(results.items()):
         steps = range(1, len(norms) + 1)
-        ax.semilogy(steps, norms, label=cell, linewidth=1.8, linestyle=linestyles[i % 4])
+        line = ax.semilogy(steps, norms, label=cell, linewidth=1.8, linestyle=linestyles[i % 4])[0]
+        if bounds and cell in bounds:
+            ax.semilogy(
+                steps,
+                bounds[cell],
+                color=line.get_color(),
+                linewidth=1.0,
+                linestyle=":",
+                label=f"{cell}: bound (β_W β_h)^(T-k)",
+            )
     seq_len = max((len(norms) for norms in results.values()), default=0)
     ax.set_xlabel("time step k")
     ax.set_ylabel(r"$\|\partial L_T / \partial h_k\|$ (log scale)")
@@ -150,6 +196,11 @@ def run_gradient_diagnosis(
         )
         for cell in cells
     }
+    bounds = {
+        cell: b
+        for cell in cells
+        if (b := gradient_bound(cell, norms[cell], hidden_size, 16, seed, recurrent_scale))
+    }
     report = {
         "seq_len": seq_len,
         "hidden_size": hidden_size,
@@ -159,6 +210,7 @@ def run_gradient_diagnosis(
         "loss": "last step only: L_T",
         "norms": norms,
         "ratio_first_to_last": {cell: values[0] / values[-1] for cell, values in norms.items()},
+        "bounds": bounds,
     }
     atomic_write_json(out_dir / "gradients.json", report)
     plot_gradient_norms(
@@ -166,6 +218,7 @@ def run_gradient_diagnosis(
         out_dir / "gradients.png",
         title=f"‖∂L_T/∂h_k‖, T = {seq_len}, H = {hidden_size}"
         + (f", W_h × {recurrent_scale:g}" if recurrent_scale != 1.0 else ""),
+        bounds={cell: b["bound"] for cell, b in bounds.items()},
     )
     return norms
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from seqlab.cli.common import check_writable_dir, non_negative_int, positive_int
 from seqlab.errors import SeqlabError
@@ -40,6 +41,13 @@ def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
         )
         for cell, r in ratios.items():
             print(f"  {cell:14s} {r:.2e}")
+        report = json.loads((Path(args.out) / "gradients.json").read_text())
+        for cell, b in report["bounds"].items():
+            print(
+                f"  {cell}: β_W = ‖W_hh‖₂ = {b['beta_w']:.3f}, β_h = {b['beta_h']:g}: bound "
+                f"(β_W β_h)^(T-1) = {b['bound'][0] / norms[cell][-1]:.2e} (measured "
+                f"{ratios[cell]:.2e})"
+            )
         print(f"plot: {args.out}/gradients.png   numbers: {args.out}/gradients.json")
     return 0
 
@@ -114,6 +122,65 @@ def cmd_demo_forecasting(args: argparse.Namespace) -> int:
 
     check_writable_dir(args.out, "--out")
     run_forecasting_demo(args.out, threads=args.threads)
+    return 0
+
+
+def _demo_json(out: str, name: str, result: dict) -> None:
+    from pathlib import Path
+
+    from seqlab.io import atomic_write_json
+
+    atomic_write_json(Path(out) / f"{name}.json", result)
+    print(f"figures: {', '.join(result.get('figures', []))}; numbers: {out}/{name}.json")
+
+
+def cmd_demo_positional_encoding(args: argparse.Namespace) -> int:
+    from seqlab.analysis.positional import run_positional_demo
+
+    check_writable_dir(args.out, "--out")
+    result = run_positional_demo(args.out, args.max_len, args.d_model)
+    print(
+        f"cos(p_t, p_t+k) over t varies by at most {result['max_spread_over_t']:.1e} for any k; "
+        f"largest gap to (2/d) Σ cos(k ω_i): {result['max_error_vs_formula']:.1e}"
+    )
+    _demo_json(args.out, "positional_encoding", result)
+    return 0
+
+
+def cmd_demo_attention_scaling(args: argparse.Namespace) -> int:
+    from seqlab.analysis.attention_scaling import run_scaling_demo
+
+    check_writable_dir(args.out, "--out")
+    result = run_scaling_demo(args.out)
+    print("   d_k   var(q·k)  var(q·k/√d)  max weight (raw / scaled)  ‖J‖ (raw / scaled)")
+    for i, d in enumerate(result["widths"]):
+        raw, scaled = result["unscaled"], result["scaled"]
+        print(
+            f"{d:6d} {raw['variance'][i]:10.1f} {scaled['variance'][i]:12.2f}"
+            f"   {raw['max_weight'][i]:8.3f} / {scaled['max_weight'][i]:.3f}"
+            f"            {raw['jacobian'][i]:.3f} / {scaled['jacobian'][i]:.3f}"
+        )
+    _demo_json(args.out, "attention_scaling", result)
+    return 0
+
+
+def cmd_demo_self_attention(args: argparse.Namespace) -> int:
+    from seqlab.analysis.self_attention_example import worked_example
+
+    check_writable_dir(args.out, "--out")
+    _demo_json(args.out, "self_attention_example", worked_example(seed=args.seed))
+    return 0
+
+
+def cmd_demo_list(args: argparse.Namespace) -> int:
+    from seqlab.demos import DEMOS
+
+    if not args.list:
+        raise SeqlabError("name a demo (seqlab demo --list shows them)")
+    width = max(map(len, DEMOS))
+    print(f"{'demo':{width}s}  seeds          section → what it shows")
+    for name, demo in DEMOS.items():
+        print(f"{name:{width}s}  {demo.seeds:13s}  {demo.section} → {demo.shows}")
     return 0
 
 
@@ -226,7 +293,31 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_diagnose_gradients)
 
     demo = sub.add_parser("demo", help="self-contained demonstrations (no download)")
-    demo_sub = demo.add_subparsers(dest="demo_command", required=True, metavar="DEMO")
+    demo.add_argument(
+        "--list", action="store_true", help="list the demos with the seed and section of each"
+    )
+    demo.set_defaults(func=cmd_demo_list)
+    demo_sub = demo.add_subparsers(dest="demo_command", metavar="DEMO")
+    p = demo_sub.add_parser(
+        "positional-encoding",
+        help="the sinusoidal P: heatmap, columns, binary analogy, offset-only cosine similarity",
+    )
+    p.add_argument("--out", default="runs/positional-encoding", metavar="DIR")
+    p.add_argument("--max-len", type=positive_int, default=60)
+    p.add_argument("--d-model", type=positive_int, default=32)
+    p.set_defaults(func=cmd_demo_positional_encoding)
+    p = demo_sub.add_parser(
+        "attention-scaling", help="why divide by √d_k: variance, saturation, gradient vs d"
+    )
+    p.add_argument("--out", default="runs/attention-scaling", metavar="DIR")
+    p.set_defaults(func=cmd_demo_attention_scaling)
+    p = demo_sub.add_parser(
+        "self-attention-example",
+        help="'Thinking Machines': the six steps of self-attention from the real module",
+    )
+    p.add_argument("--out", default="runs/self-attention-example", metavar="DIR")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo_self_attention)
     p = demo_sub.add_parser(
         "dates", help="train Bahdanau + Transformer to turn written dates into ISO dates"
     )

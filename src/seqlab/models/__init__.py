@@ -53,7 +53,7 @@ def build_model(
 
         return TransformerLanguageModel(need("vocab_size", vocab_size), cfg)
     if isinstance(cfg, Seq2SeqConfig | BahdanauConfig | TransformerConfig):
-        from seqlab.models.bahdanau import Bahdanau
+        from seqlab.models.bahdanau import Bahdanau, BahdanauD2L
         from seqlab.models.seq2seq import Seq2Seq
         from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 
@@ -62,6 +62,8 @@ def build_model(
             BahdanauConfig: Bahdanau,
             TransformerConfig: TransformerSeq2Seq,
         }
+        if isinstance(cfg, BahdanauConfig) and cfg.decoder == "d2l":
+            cls[BahdanauConfig] = BahdanauD2L
         src = need("src_vocab_size", src_vocab_size)
         return cls[type(cfg)](src, need("tgt_vocab_size", tgt_vocab_size), cfg)
     if isinstance(cfg, TransformerClassifierConfig | RNNClassifierConfig | CNNTextConfig):

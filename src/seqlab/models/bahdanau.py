@@ -42,17 +42,26 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqlab.config import BahdanauConfig
 from seqlab.models.encoder_decoder import EncoderDecoder
-from seqlab.nn.attention import AdditiveAttention, masked_softmax, padding_mask
+from seqlab.nn.attention import attention_pool, make_score, padding_mask
 
 
 @dataclass(frozen=True)
 class BahdanauMemory:
-    """What the decoder needs from the source, computed once by :meth:`Bahdanau.encode`."""
+    """What the decoder needs from the source, computed once by ``encode``."""
 
-    annotations: Tensor  # (B, S, 2H) h_j = [→h_j; ←h_j]
-    keys: Tensor  # (B, S, H) U h_j, the source half of the alignment model
+    annotations: Tensor  # (B, S, K) h_j: [→h_j; ←h_j] (paper, K = 2H) or h_j (d2l, K = H)
+    keys: Tensor  # (B, S, ·) the keys' part of the score, e.g. U h_j (additive)
     mask: Tensor  # (B, S) bool, True = real source position
-    backward_final: Tensor  # (L, B, H) ←h_1 of each encoder layer
+    final: Tensor  # (L, B, H) ←h_1 of each encoder layer (paper), the final states (d2l)
+
+    def rows(self, indices: Tensor) -> BahdanauMemory:
+        """Rows ``indices`` (select, repeat or permute sentences)."""
+        return BahdanauMemory(
+            annotations=self.annotations.index_select(0, indices),
+            keys=self.keys.index_select(0, indices),
+            mask=self.mask.index_select(0, indices),
+            final=self.final.index_select(1, indices),
+        )
 
 
 class Bahdanau(EncoderDecoder):
@@ -73,8 +82,8 @@ class Bahdanau(EncoderDecoder):
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.GRU(e, h, layers, batch_first=True, dropout=between, bidirectional=True)
         self.init_proj = nn.ModuleList(nn.Linear(h, h) for _ in range(layers))  # W_s per layer
-        # w_q = W, w_k = U, w_v = v of e_ij = vᵀ tanh(W s_{i-1} + U h_j)
-        self.attention = AdditiveAttention(query_size=h, key_size=2 * h, num_hiddens=h)
+        # additive: w_q = W, w_k = U, w_v = v of e_ij = vᵀ tanh(W s_{i-1} + U h_j)
+        self.attention = make_score(cfg.attention, h, 2 * h, h, cfg.max_len)
         # bottom decoder GRU; its input weights split into the y and c blocks (3 gates each)
         self.gru_y = nn.Linear(e, 3 * h)  # W [E y_{i-1}] + b_ih
         self.gru_c = nn.Linear(2 * h, 3 * h, bias=False)  # C c_i
@@ -101,9 +110,9 @@ class Bahdanau(EncoderDecoder):
         annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=num_src)
         return BahdanauMemory(
             annotations=annotations,  # (B, S, 2H), zero at padding
-            keys=self.attention.w_k(annotations),  # (B, S, H)
+            keys=self.attention.prepare(annotations),  # (B, S, ·)
             mask=padding_mask(src_len.to(src.device), num_src)[:, 0],  # (B, S)
-            backward_final=final[1::2],  # (L, B, H)
+            final=final[1::2],  # (L, B, H)
         )
 
     def init_state(self, memory: BahdanauMemory) -> Tensor:
@@ -112,24 +121,20 @@ class Bahdanau(EncoderDecoder):
         Shape:
             ``(L, B, H)``.
         """
-        finals = memory.backward_final  # (L, B, H)
+        finals = memory.final  # (L, B, H)
         return torch.stack(
             [torch.tanh(p(finals[i])) for i, p in enumerate(self.init_proj)]
         )  # (L, B, H)
 
     # ------------------------------------------------------------------------------ decoder
     def _attend(self, memory: BahdanauMemory, s: Tensor) -> tuple[Tensor, Tensor]:
-        """α_ij = softmax_j(vᵀ tanh(W s_{i-1} + U h_j)), c_i = Σ_j α_ij h_j (eqs. 5-6).
+        """α_ij = softmax_j(a(s_{i-1}, h_j)), c_i = Σ_j α_ij h_j (eqs. 5-6; additive
+        a = vᵀ tanh(W s_{i-1} + U h_j) unless ``model.attention`` says otherwise).
 
         Shape:
             s ``(B, H)`` -> context ``(B, 2H)``, weights ``(B, S)``.
         """
-        query = self.attention.w_q(s)  # (B, H)
-        features = torch.tanh(query[:, None, :] + memory.keys)  # (B, S, H)
-        scores = self.attention.w_v(features).squeeze(-1)  # (B, S)
-        alpha = masked_softmax(scores, memory.mask)  # (B, S)
-        context = torch.bmm(alpha[:, None, :], memory.annotations).squeeze(1)  # (B, 2H)
-        return context, alpha
+        return attention_pool(self.attention, s, memory.keys, memory.annotations, memory.mask)
 
     def _gru_step(self, gates_in: Tensor, s: Tensor) -> Tensor:
         """One GRU update given the input terms of its three gates (``nn.GRUCell``'s equations).
@@ -183,13 +188,90 @@ class Bahdanau(EncoderDecoder):
 
     def reorder_memory(self, memory: BahdanauMemory, indices: Tensor) -> BahdanauMemory:
         """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
-        return BahdanauMemory(
-            annotations=memory.annotations.index_select(0, indices),
-            keys=memory.keys.index_select(0, indices),
-            mask=memory.mask.index_select(0, indices),
-            backward_final=memory.backward_final.index_select(1, indices),
-        )
+        return memory.rows(indices)
 
     def reorder_state(self, state: Tensor, indices: Tensor) -> Tensor:
         """Rows ``indices`` of the decoder state ``(L, B, H)``."""
+        return state.index_select(1, indices)
+
+
+class BahdanauD2L(EncoderDecoder):
+    """The attentive decoder as d2l §10.4 and seed 000 write it (``model.decoder: d2l``).
+
+    - encoder: a unidirectional L-layer GRU; h_j its top-layer outputs ``(B, S, H)``, which are
+      both keys and values;
+    - initial decoder state: the encoder's final states, layer by layer (no projection);
+    - step i: query = s_{i-1}^{(L)}, the previous *top-layer* decoder state;
+      c_i = Σ_j α_ij h_j with α_i = softmax_j(a(s_{i-1}^{(L)}, h_j)); the L-layer GRU reads
+      [E y_{i-1}; c_i]; logits = W_o s_i^{(L)} + b (no maxout).
+
+    Differences from the paper's model (:class:`Bahdanau`): one encoder direction, so h_j does
+    not see the words after j; no learned initial state; queries of size H against keys of size H,
+    so dot and scaled-dot scores apply; a plainer output layer. The source is packed, so padding
+    does not reach the final states (d2l's listing runs the GRU over the padding).
+    """
+
+    has_attention = True
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cfg: BahdanauConfig):
+        super().__init__()
+        self.cfg = cfg
+        e, h, layers = cfg.embed_dim, cfg.hidden_size, cfg.num_layers
+        between = cfg.dropout if layers > 1 else 0.0
+        self.src_embed = nn.Embedding(src_vocab_size, e)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, e)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = nn.GRU(e, h, layers, batch_first=True, dropout=between)
+        self.attention = make_score(cfg.attention, h, h, h, cfg.max_len)
+        self.decoder = nn.GRU(e + h, h, layers, batch_first=True, dropout=between)
+        self.output = nn.Linear(h, tgt_vocab_size)
+
+    def encode(self, src: Tensor, src_len: Tensor) -> BahdanauMemory:
+        """h_j for every source position and the encoder's final states.
+
+        Shape:
+            src ``(B, S)``, src_len ``(B,)`` -> annotations ``(B, S, H)``, final ``(L, B, H)``.
+        """
+        num_src = src.shape[1]
+        x = self.dropout(self.src_embed(src))  # (B, S, E)
+        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
+        out, final = self.encoder(packed)  # final (L, B, H)
+        annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=num_src)
+        return BahdanauMemory(
+            annotations=annotations,  # (B, S, H)
+            keys=self.attention.prepare(annotations),  # (B, S, ·)
+            mask=padding_mask(src_len.to(src.device), num_src)[:, 0],  # (B, S)
+            final=final,  # (L, B, H)
+        )
+
+    def init_state(self, memory: BahdanauMemory) -> Tensor:
+        """The encoder's final states. Shape: ``(L, B, H)``."""
+        return memory.final
+
+    def run_decoder(
+        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_attention: bool
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Decode ``tokens`` from ``state`` one step at a time (the query needs s_{i-1}).
+
+        Shape:
+            tokens ``(B, T)``, state ``(L, B, H)`` -> logits ``(B, T, V)``, state ``(L, B, H)``,
+            weights ``(B, T, S)`` or None.
+        """
+        y = self.dropout(self.tgt_embed(tokens))  # (B, T, E)
+        outputs, alphas = [], []
+        for y_i in y.unbind(dim=1):  # (B, E)
+            context, alpha = attention_pool(
+                self.attention, state[-1], memory.keys, memory.annotations, memory.mask
+            )  # (B, H), (B, S)
+            out, state = self.decoder(torch.cat([y_i, context], dim=-1)[:, None], state)
+            outputs.append(out)  # (B, 1, H)
+            alphas.append(alpha)
+        logits = self.output(self.dropout(torch.cat(outputs, dim=1)))  # (B, T, V)
+        weights = torch.stack(alphas, dim=1) if need_attention else None  # (B, T, S)
+        return logits, state, weights
+
+    def reorder_memory(self, memory: BahdanauMemory, indices: Tensor) -> BahdanauMemory:
+        return memory.rows(indices)
+
+    def reorder_state(self, state: Tensor, indices: Tensor) -> Tensor:
         return state.index_select(1, indices)

@@ -8,6 +8,10 @@ latest values ``(B, τ)`` to the next value ``(B,)``.
 - :class:`TransformerForecaster`: a causal Transformer encoder over the window; the output at the
   last position predicts the next value.
 
+With ``linear_skip`` a neural forecaster adds a linear AR(τ) term to its output,
+x̂_t = f(window) + wᵀ window + b, so the network only learns what a linear model misses (the
+"autoregressive component" of LSTNet, Lai et al. 2018).
+
 The baselines need no parameters: :func:`persistence` (x̂_{t+1} = x_t) and
 :func:`seasonal_persistence` (x̂_t = x_{t-s}).
 """
@@ -22,11 +26,30 @@ from seqlab.nn.attention import causal_mask
 from seqlab.nn.transformer import EncoderBlock
 
 
-class AutoRegressive(nn.Module):
+class WindowForecaster(nn.Module):
+    """Base: ``forward`` = :meth:`body` (the model's own prediction) + the optional linear skip."""
+
+    def __init__(self, window: int, linear_skip: bool):
+        super().__init__()
+        self.window = window
+        self.skip = nn.Linear(window, 1) if linear_skip else None
+
+    def body(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Shape: ``(B, τ) -> (B,)``."""
+        if x.shape[1] != self.window:
+            raise ValueError(f"expected windows of {self.window} values, got {x.shape[1]}")
+        y = self.body(x)  # (B,)
+        return y if self.skip is None else y + self.skip(x).squeeze(-1)
+
+
+class AutoRegressive(WindowForecaster):
     """AR(τ): linear when ``cfg.hidden`` is 0, else Linear(τ, hidden) → ReLU → Linear(hidden, 1)."""
 
     def __init__(self, window: int, cfg: ARConfig):
-        super().__init__()
+        super().__init__(window, cfg.linear_skip and cfg.hidden > 0)
         if cfg.hidden:
             self.net: nn.Module = nn.Sequential(
                 nn.Linear(window, cfg.hidden), nn.ReLU(), nn.Linear(cfg.hidden, 1)
@@ -34,16 +57,15 @@ class AutoRegressive(nn.Module):
         else:
             self.net = nn.Linear(window, 1)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Shape: ``(B, τ) -> (B,)``."""
-        return self.net(x).squeeze(-1)
+    def body(self, x: Tensor) -> Tensor:
+        return self.net(x).squeeze(-1)  # (B,)
 
 
-class RNNForecaster(nn.Module):
+class RNNForecaster(WindowForecaster):
     """GRU/LSTM over the window, a linear read-out of the last hidden state."""
 
     def __init__(self, window: int, cfg: RNNForecasterConfig):
-        super().__init__()
+        super().__init__(window, cfg.linear_skip)
         rnn = nn.GRU if cfg.cell == "gru" else nn.LSTM
         self.rnn = rnn(
             1,
@@ -54,18 +76,16 @@ class RNNForecaster(nn.Module):
         )
         self.out = nn.Linear(cfg.hidden_size, 1)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Shape: ``(B, τ) -> (B,)``."""
+    def body(self, x: Tensor) -> Tensor:
         h, _ = self.rnn(x[..., None])  # (B, τ, H)
-        return self.out(h[:, -1]).squeeze(-1)
+        return self.out(h[:, -1]).squeeze(-1)  # (B,)
 
 
-class TransformerForecaster(nn.Module):
+class TransformerForecaster(WindowForecaster):
     """Values → Linear(1, d) + learned positions → causal pre-norm encoder → Linear(d, 1)."""
 
     def __init__(self, window: int, cfg: TransformerForecasterConfig):
-        super().__init__()
-        self.window = window
+        super().__init__(window, cfg.linear_skip)
         self.inp = nn.Linear(1, cfg.d_model)
         self.pos = nn.Parameter(torch.randn(window, cfg.d_model) * 0.1)
         self.blocks = nn.ModuleList(
@@ -75,10 +95,7 @@ class TransformerForecaster(nn.Module):
         self.norm = nn.LayerNorm(cfg.d_model)
         self.out = nn.Linear(cfg.d_model, 1)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Shape: ``(B, τ) -> (B,)``."""
-        if x.shape[1] != self.window:
-            raise ValueError(f"expected windows of {self.window} values, got {x.shape[1]}")
+    def body(self, x: Tensor) -> Tensor:
         h = self.inp(x[..., None]) + self.pos  # (B, τ, d)
         mask = causal_mask(x.shape[1], device=x.device)[None]  # (1, τ, τ)
         for block in self.blocks:

@@ -70,6 +70,7 @@ class RNNLanguageModel(nn.Module):
             num_layers=cfg.num_layers,
             dropout=cfg.dropout,
             backend=cfg.backend,
+            truncation_keep=cfg.truncation_keep if cfg.truncation == "randomized" else None,
         )
         self.dropout = nn.Dropout(cfg.dropout)
         self.output = nn.Linear(cfg.hidden_size, vocab_size)

@@ -1,8 +1,9 @@
-"""Recurrent cells and layers: tanh/ReLU RNN, GRU, LSTM and peephole LSTM, from scratch or fused.
+"""Recurrent cells and layers: tanh/ReLU RNN, gated RNN, GRU (two forms), LSTM and peephole LSTM,
+from scratch or fused.
 
 Notation (every shape comment uses it):
     B batch size, T time steps, I input size, H hidden size, G gate blocks per cell
-    (1 for the RNN, 3 for the GRU, 4 for the LSTMs), L layers, D directions (1, or 2 when
+    (1 for the RNN, 2 for the gated RNN, 3 for the GRUs, 4 for the LSTMs), L layers, D directions (1, or 2 when
     bidirectional), V vocabulary size.
 
 Equations are written with row vectors, as in d2l: ``x_t W_x + h_{t-1} W_h + b``. The weights are
@@ -16,7 +17,8 @@ One layer class, :class:`RNN`, has two backends behind the same interface:
 
 * ``scratch``: the equations, in the cells below. All input projections of a sequence are computed
   in one matmul before the time loop, which then does only the recurrent matmul per step.
-* ``fused``: ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (their C++ kernels); the peephole LSTM has none.
+* ``fused``: ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (their C++ kernels); the peephole LSTM, the
+  notes' GRU and the gated RNN have none (:data:`SCRATCH_ONLY`).
 
 State is explicit and never stored on a module: a tensor ``h`` (L*D, B, H) for the RNN and GRU, a
 tuple ``(h, c)`` of two such tensors for the LSTMs, laid out as in PyTorch (index ``layer*D +
@@ -33,7 +35,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-CELL_NAMES = ("rnn", "rnn_relu", "gru", "lstm", "peephole_lstm")
+CELL_NAMES = ("rnn", "rnn_relu", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm")
+#: cells PyTorch has no fused layer for, and why
+SCRATCH_ONLY = {
+    "peephole_lstm": "nn.LSTM has no peephole connections",
+    "gru_notes": "nn.GRU applies the reset gate after the recurrent matmul",
+    "gated_rnn": "PyTorch has no such layer",
+}
 BACKENDS = ("scratch", "fused")
 
 #: ``h`` (L*D, B, H) for rnn/rnn_relu/gru; ``(h, c)`` for lstm/peephole_lstm.
@@ -152,6 +160,57 @@ class GRUCell(_Cell):
         return (h,)
 
 
+class GRUNotesCell(GRUCell):
+    """The GRU as Cho et al. (2014), d2l and seed 000 write it: the reset gate acts *before*
+    the recurrent matmul of the candidate state.
+
+    Equations (as :class:`GRUCell` except the candidate):
+        n_t = tanh(x_t W_xn + b_xn + (r_t ⊙ h_{t-1}) W_hn + b_hn)
+
+    Why two forms exist: resetting after the matmul, r_t ⊙ (h_{t-1} W_hn + b_hn), lets a layer
+    compute h_{t-1} W_h for all three gates in one matmul before r_t is known; cuDNN chose it for
+    speed and PyTorch's ``nn.GRU`` follows cuDNN. The two are different functions of the same
+    weights (they agree when r_t = 1 and b_hn = 0); both train equally well in practice. This
+    cell is ``cell: gru_notes``, scratch backend only.
+
+    Shape:
+        xw_t: (B, 3H); state: (h,) with h (B, H).
+    """
+
+    def step(self, xw_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        (h,) = state
+        h_size = h.shape[-1]
+        w_rz, w_n = self.weight_hh[: 2 * h_size], self.weight_hh[2 * h_size :]  # (2H, H), (H, H)
+        b_rz, b_n = self.bias_hh[: 2 * h_size], self.bias_hh[2 * h_size :]  # (2H,), (H,)
+        x_rz, x_n = xw_t[:, : 2 * h_size], xw_t[:, 2 * h_size :]  # (B, 2H), (B, H)
+        rz = torch.sigmoid(x_rz + F.linear(h, w_rz, b_rz))  # (B, 2H)
+        r, z = rz[:, :h_size], rz[:, h_size:]  # (B, H) each
+        n = torch.tanh(x_n + F.linear(r * h, w_n, b_n))  # (B, H)
+        h = (1.0 - z) * n + z * h  # (B, H)
+        return (h,)
+
+
+class GatedRNNCell(_Cell):
+    """The slides' simple gated RNN (seed 003, "门控机制"): a tanh RNN whose output is gated.
+
+    Equations (block order g, ĥ):
+        g_t = σ(x_t U_g + h_{t-1} W_g + b_g)      gate
+        ĥ_t = tanh(x_t W_i + h_{t-1} W_h + b_h)   candidate
+        h_t = ĥ_t ⊙ g_t
+
+    Shape:
+        xw_t: (B, 2H); state: (h,) with h (B, H).
+    """
+
+    num_gates = 2
+    state_size = 1
+
+    def step(self, xw_t: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        (h,) = state
+        g, candidate = (xw_t + F.linear(h, self.weight_hh, self.bias_hh)).chunk(2, dim=-1)
+        return (torch.tanh(candidate) * torch.sigmoid(g),)  # (B, H)
+
+
 class LSTMCell(_Cell):
     """Long short-term memory cell (Hochreiter & Schmidhuber 1997, with the forget gate of
     Gers, Schmidhuber & Cummins 2000).
@@ -230,6 +289,10 @@ def make_cell(cell: str, input_size: int, hidden_size: int) -> _Cell:
         return RNNCell(input_size, hidden_size, "relu")
     if cell == "gru":
         return GRUCell(input_size, hidden_size)
+    if cell == "gru_notes":
+        return GRUNotesCell(input_size, hidden_size)
+    if cell == "gated_rnn":
+        return GatedRNNCell(input_size, hidden_size)
     if cell == "lstm":
         return LSTMCell(input_size, hidden_size)
     if cell == "peephole_lstm":
@@ -242,7 +305,8 @@ class RNN(nn.Module):
     """Stacked, optionally bidirectional, batch-first recurrent layer with two backends.
 
     Args:
-        cell: one of ``rnn`` (tanh), ``rnn_relu``, ``gru``, ``lstm``, ``peephole_lstm``.
+        cell: one of ``rnn`` (tanh), ``rnn_relu``, ``gru``, ``gru_notes``, ``gated_rnn``,
+            ``lstm``, ``peephole_lstm``.
         input_size: I, features per time step.
         hidden_size: H, features of each direction's hidden state.
         num_layers: L; layer l > 0 reads the (B, T, D*H) output of layer l-1.
@@ -250,6 +314,9 @@ class RNN(nn.Module):
         bidirectional: also run each layer right to left; the two outputs are concatenated on
             the feature axis (forward first), as in PyTorch.
         backend: ``scratch`` (the cells above) or ``fused`` (``nn.RNN``/``nn.GRU``/``nn.LSTM``).
+        truncation_keep: π of randomized truncated BPTT (:func:`randomly_truncate`), applied
+            between time steps in training mode; None = regular truncation only (at the ends of
+            the minibatch's T steps, by the caller detaching the state).
 
     Shape:
         x: (B, T, I); lengths: (B,) or None; state: (L*D, B, H), or a tuple (h, c) of those.
@@ -265,16 +332,23 @@ class RNN(nn.Module):
         dropout: float = 0.0,
         bidirectional: bool = False,
         backend: str = "scratch",
+        truncation_keep: float | None = None,
     ) -> None:
         super().__init__()
+        if truncation_keep is not None and (
+            backend != "scratch" or not 0.0 < truncation_keep <= 1.0
+        ):
+            raise ValueError(
+                "randomized truncation needs backend='scratch' (it acts between time steps) and "
+                f"0 < truncation_keep <= 1, got backend={backend!r}, keep={truncation_keep}"
+            )
         if cell not in CELL_NAMES:
             raise ValueError(f"unknown cell {cell!r}; choose one of {', '.join(CELL_NAMES)}")
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose 'scratch' or 'fused'")
-        if backend == "fused" and cell == "peephole_lstm":
+        if backend == "fused" and cell in SCRATCH_ONLY:
             raise ValueError(
-                "cell 'peephole_lstm' has no fused backend (nn.LSTM has no peephole "
-                "connections); use backend='scratch'"
+                f"cell {cell!r} has no fused backend ({SCRATCH_ONLY[cell]}); use backend='scratch'"
             )
         if num_layers < 1 or input_size < 1 or hidden_size < 1:
             raise ValueError(
@@ -291,6 +365,7 @@ class RNN(nn.Module):
         self.bidirectional = bidirectional
         self.num_directions = 2 if bidirectional else 1
         self.backend = backend
+        self.truncation_keep = truncation_keep
         self.state_size = 2 if cell in ("lstm", "peephole_lstm") else 1
         if backend == "scratch":
             # cells[layer * D + direction], the order of PyTorch's state layout
@@ -361,6 +436,7 @@ class RNN(nn.Module):
             steps = torch.arange(x.size(1), device=x.device)  # (T,)
             mask = steps[None, :] < lengths.to(x.device)[:, None]  # (B, T)
         layer_input = x  # (B, T, I)
+        keep = self.truncation_keep if self.training and torch.is_grad_enabled() else None
         finals: list[tuple[Tensor, ...]] = []  # one state tuple of (B, H) per layer*D + direction
         for layer in range(self.num_layers):
             outputs = []
@@ -368,10 +444,10 @@ class RNN(nn.Module):
                 k = layer * self.num_directions + direction
                 initial = tuple(s[k] for s in states)  # state_size × (B, H)
                 if direction == 0:
-                    out, final = _run_cell(self.cells[k], layer_input, initial, mask)  # (B, T, H)
+                    out, final = _run_cell(self.cells[k], layer_input, initial, mask, keep)
                 else:
                     reversed_input = _reverse_time(layer_input, lengths)  # (B, T, I or D*H)
-                    out, final = _run_cell(self.cells[k], reversed_input, initial, mask)
+                    out, final = _run_cell(self.cells[k], reversed_input, initial, mask, keep)
                     out = _reverse_time(out, lengths)  # (B, T, H)
                 outputs.append(out)
                 finals.append(final)
@@ -426,6 +502,7 @@ class RNN(nn.Module):
             self.dropout,
             self.bidirectional,
             backend,
+            truncation_keep=self.truncation_keep if backend == "scratch" else None,
         )
         reference = next(self.parameters())
         new.to(device=reference.device, dtype=reference.dtype)
@@ -476,10 +553,32 @@ def _make_fused(
     )
 
 
+def randomly_truncate(state: tuple[Tensor, ...], keep: float) -> tuple[Tensor, ...]:
+    """Randomized truncation of backpropagation through time (d2l §8.7.2; Tallec & Ollivier 2017).
+
+    The value of the state is unchanged; the gradient flowing back through it is multiplied by
+    ξ_t, with P(ξ_t = 1/π) = π and P(ξ_t = 0) = 1 − π, drawn per sequence and step. So
+    ∂h_t/∂w is replaced by z_t = ∂f/∂w + ξ_t ∂f/∂h_{t-1} ∂h_{t-1}/∂w, whose expectation is the
+    full gradient: chains of random length, long ones rare but up-weighted.
+
+    Shape:
+        state: tuple of (B, H) -> the same.
+    """
+    first = state[0]
+    xi = (torch.rand(first.shape[0], 1, device=first.device) < keep).to(first.dtype) / keep
+    return tuple(s.detach() + xi * (s - s.detach()) for s in state)  # value s, gradient ξ·∂s
+
+
 def _run_cell(
-    cell: _Cell, x: Tensor, state: tuple[Tensor, ...], mask: Tensor | None
+    cell: _Cell,
+    x: Tensor,
+    state: tuple[Tensor, ...],
+    mask: Tensor | None,
+    truncation_keep: float | None = None,
 ) -> tuple[Tensor, tuple[Tensor, ...]]:
     """Run one cell left to right over ``x``; where ``mask`` is False the state is kept.
+    With ``truncation_keep`` π, the gradient through the state between steps is randomly cut
+    (:func:`randomly_truncate`).
 
     Shape:
         x: (B, T, I); state: tuple of (B, H); mask: (B, T) bool or None.
@@ -488,6 +587,8 @@ def _run_cell(
     xw = cell.project_inputs(x)  # (B, T, G*H): all input projections in one matmul
     outputs = []
     for t in range(x.size(1)):
+        if truncation_keep is not None and t > 0:
+            state = randomly_truncate(state, truncation_keep)
         new_state = cell.step(xw[:, t], state)  # state_size × (B, H)
         if mask is not None:
             valid = mask[:, t, None]  # (B, 1)

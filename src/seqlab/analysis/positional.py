@@ -1,0 +1,110 @@
+"""The sinusoidal positional encoding's properties (seeds 001, 002, 003; Vaswani et al. 2017 §3.5).
+
+P[t, 2i] = sin(t ω_i), P[t, 2i+1] = cos(t ω_i), ω_i = 10000^{-2i/d}. Claims checked here:
+
+- **Binary counting**: like the bits of t (the lowest bit flips every step, higher bits ever
+  more slowly), the columns of P oscillate with frequencies falling from the first column to the
+  last, continuously instead of in 0/1 steps.
+- **Relative positions**: p_{t+k} = M_k p_t with M_k block-diagonal rotations that depend on k
+  only (:func:`seqlab.nn.positional_encoding.relative_shift_matrix`).
+- **Cosine similarity depends only on the offset**: each frequency pair contributes
+  sin(tω)sin((t+k)ω) + cos(tω)cos((t+k)ω) = cos(kω), so p_t · p_{t+k} = Σ_i cos(k ω_i) and, as
+  ‖p_t‖² = d/2, cos(p_t, p_{t+k}) = (2/d) Σ_i cos(k ω_i), whatever t. (Seed 003's derivation
+  ends in cos(k/f_i) − sin(k/f_i) sin(t/f_i) cos(t/f_i), which still depends on t: it drops a
+  term; the per-frequency value is cos(k/f_i).)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from seqlab.nn.positional_encoding import relative_shift_matrix, sinusoidal_table
+
+
+def cosine_similarities(table: Tensor) -> Tensor:
+    """cos(p_s, p_t) for every pair of positions. Shape: ``(L, d) -> (L, L)``."""
+    unit = table.double() / table.double().norm(dim=1, keepdim=True)  # (L, d)
+    return unit @ unit.T  # (L, L)
+
+
+def predicted_cosine(offsets: Tensor, d_model: int) -> Tensor:
+    """(2/d) Σ_i cos(k ω_i) for each offset k (even d). Shape: ``(K,) -> (K,)``."""
+    freqs = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
+    return torch.cos(offsets.double()[:, None] * freqs).mean(dim=1)  # (K,)
+
+
+def offset_spread(similarity: Tensor) -> Tensor:
+    """For each offset k ≥ 0, max − min of cos(p_t, p_{t+k}) over t (0 when only k matters).
+    Shape: ``(L, L) -> (L,)``."""
+    n = similarity.shape[0]
+    return torch.stack(
+        [similarity.diagonal(k).max() - similarity.diagonal(k).min() for k in range(n)]
+    )
+
+
+def binary_table(num_positions: int, bits: int) -> Tensor:
+    """Bits of 0 … n−1, lowest bit first (the fastest, like P's first column). ``(n, bits)``."""
+    t = torch.arange(num_positions)[:, None]
+    return ((t >> torch.arange(bits)[None, :]) & 1).float()
+
+
+def run_positional_demo(
+    out_dir: str | Path, max_len: int = 60, d_model: int = 32
+) -> dict[str, Any]:
+    """Write the four figures and return the numbers (see the module docstring)."""
+    from seqlab.plotting import plot_heatmap, plot_lines
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = sinusoidal_table(max_len, d_model)  # (L, d)
+    plot_heatmap(
+        table,
+        out / "pe_matrix.png",
+        title=f"sinusoidal positional encoding P ({max_len} positions × {d_model} dims)",
+        xlabel="encoding dimension",
+        ylabel="position t",
+    )
+    steps = torch.arange(max_len, dtype=torch.float32)
+    plot_lines(
+        steps,
+        {f"col {c}": table[:, c] for c in (6, 7, 8, 9)},
+        out / "pe_columns.png",
+        title="columns 6-9 of P: lower frequency further right",
+        xlabel="position t",
+        ylabel="P[t, col]",
+    )
+    plot_heatmap(
+        binary_table(8, 3) * 2 - 1,
+        out / "pe_binary.png",
+        title="binary codes of 0-7, lowest bit first (compare P)",
+        xlabel="bit",
+        ylabel="number",
+    )
+    sim = cosine_similarities(table)  # (L, L)
+    plot_heatmap(
+        sim,
+        out / "pe_cosine.png",
+        title="cos(p_s, p_t): constant along each diagonal (depends on t - s only)",
+        xlabel="position t",
+        ylabel="position s",
+    )
+    offsets = torch.arange(max_len)
+    measured = torch.stack([sim.diagonal(k).mean() for k in range(max_len)])  # (L,)
+    shift = relative_shift_matrix(5, d_model).double()  # (d, d)
+    shift_error = float((table[:-5].double() @ shift - table[5:].double()).abs().max())
+    return {
+        "max_len": max_len,
+        "d_model": d_model,
+        "max_spread_over_t": float(offset_spread(sim).max()),
+        "max_error_vs_formula": float((measured - predicted_cosine(offsets, d_model)).abs().max()),
+        "cosine_by_offset": {str(k): round(float(measured[k]), 4) for k in (0, 1, 2, 5, 10, 30)},
+        "shift_by_5_max_error": shift_error,
+        "figures": [
+            str(out / f)
+            for f in ("pe_matrix.png", "pe_columns.png", "pe_binary.png", "pe_cosine.png")
+        ],
+    }

@@ -1,0 +1,74 @@
+"""The notes' claims, measured: positional encoding, √d_k scaling, the worked self-attention
+example, and the demo list."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from seqlab.analysis.attention_scaling import measure
+from seqlab.analysis.positional import (
+    binary_table,
+    cosine_similarities,
+    offset_spread,
+    predicted_cosine,
+)
+from seqlab.analysis.self_attention_example import worked_example
+from seqlab.demos import DEMOS
+from seqlab.nn.positional_encoding import sinusoidal_table
+
+
+@pytest.mark.parametrize("d_model", [8, 32, 128])
+def test_cosine_similarity_of_positions_depends_on_the_offset_only(d_model):
+    table = sinusoidal_table(200, d_model)
+    sim = cosine_similarities(table)  # (200, 200)
+    assert float(offset_spread(sim).max()) < 1e-6  # same value along every diagonal
+    offsets = torch.arange(200)
+    measured = torch.stack([sim.diagonal(k)[0] for k in range(200)])
+    # (2/d) Σ_i cos(k ω_i): the per-frequency value is cos(k/f_i), not seed 003's expression
+    torch.testing.assert_close(measured, predicted_cosine(offsets, d_model), atol=1e-6, rtol=0)
+    # seed 003's last line, cos(k/f) - sin(k/f) sin(t/f) cos(t/f), still depends on t
+    def seed_003(t, k=1.0):
+        t, k = torch.tensor(t), torch.tensor(k)
+        return float(torch.cos(k) - torch.sin(k) * torch.sin(t) * torch.cos(t))
+
+    assert abs(seed_003(1.0) - seed_003(2.0)) > 0.5
+
+
+def test_binary_codes_lowest_bit_first():
+    assert binary_table(4, 2).tolist() == [[0, 0], [1, 0], [0, 1], [1, 1]]
+
+
+def test_scaling_keeps_score_variance_at_one_and_the_softmax_gradient_alive():
+    result = measure([4, 64, 1024], samples=1500)
+    raw, scaled = result["unscaled"], result["scaled"]
+    for d, var in zip(result["widths"], raw["variance"], strict=True):
+        assert var == pytest.approx(d, rel=0.15)  # var(q·k) = d
+    assert all(v == pytest.approx(1.0, rel=0.15) for v in scaled["variance"])
+    assert raw["max_weight"][-1] > 0.9 and scaled["max_weight"][-1] < 0.4  # saturation
+    assert raw["jacobian"][-1] < 0.25 * raw["jacobian"][0]  # the gradient vanishes unscaled
+    assert scaled["jacobian"][-1] == pytest.approx(scaled["jacobian"][0], rel=0.1)
+
+
+def test_worked_example_divides_by_8_and_matches_the_module():
+    steps = worked_example(log=lambda *_: None)
+    assert steps["d_k"] == 64 and steps["divisor"] == 8.0
+    assert steps["scaled"] == pytest.approx([s / 8 for s in steps["scores"]])
+    assert sum(steps["softmax"]) == pytest.approx(1.0)
+    assert steps["max_abs_error"] < 1e-5 and steps["weight_error"] < 1e-6
+
+
+def test_demo_list_names_every_demo_with_its_seed():
+    out = subprocess.run(
+        [sys.executable, "-m", "seqlab", "demo", "--list"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    for name, demo in DEMOS.items():
+        line = next(x for x in out.stdout.splitlines() if x.startswith(name + " "))
+        assert demo.seeds in line and demo.section in line
+    help_text = subprocess.run(
+        [sys.executable, "-m", "seqlab", "demo", "--help"], capture_output=True, text=True
+    ).stdout
+    for name in DEMOS:
+        assert name in help_text  # every listed demo is a real subcommand
