@@ -28,6 +28,7 @@ def test_cosine_similarity_of_positions_depends_on_the_offset_only(d_model):
     measured = torch.stack([sim.diagonal(k)[0] for k in range(200)])
     # (2/d) Σ_i cos(k ω_i): the per-frequency value is cos(k/f_i), not seed 003's expression
     torch.testing.assert_close(measured, predicted_cosine(offsets, d_model), atol=1e-6, rtol=0)
+
     # seed 003's last line, cos(k/f) - sin(k/f) sin(t/f) cos(t/f), still depends on t
     def seed_003(t, k=1.0):
         t, k = torch.tensor(t), torch.tensor(k)
