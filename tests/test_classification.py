@@ -332,3 +332,27 @@ def test_mnist_vit_trains_and_classifies_a_png(tmp_path):
     assert out.returncode == 0, out.stderr
     label, prob, name = out.stdout.strip().split("\t")
     assert label in "0123456789" and 0.0 < float(prob) <= 1.0 and name == str(png)
+
+
+def test_sst2_validation_holds_out_whole_sentences_and_their_phrases():
+    from seqlab.tasks.classification import sentence_holdout
+
+    sentences = [
+        "the film is a quiet and moving portrait of grief",
+        "an utterly tedious mess that never finds its story",
+        "a bright funny and warm comedy for everyone here",
+        "slow dull and far too long for its own good",
+    ]
+    examples = [(s, "pos") for s in sentences]
+    for s in sentences:  # the phrases of each sentence, as SST-2 lists them
+        w = s.split()
+        examples += [(" ".join(w[:3]), "pos"), (" ".join(w[2:]), "pos"), (w[-1], "pos")]
+    examples.append(("a quiet and moving portrait of grief", "pos"))  # a span, not a sentence
+    train, val, dropped = sentence_holdout(examples, 2, seed=0)
+    held = {examples[i][0] for i in val}
+    assert held <= set(sentences) and len(held) == 2  # only whole sentences are held out
+    for i in train:  # nothing in training is a piece of a held-out sentence
+        assert not any(f" {examples[i][0]} " in f" {s} " for s in held)
+    assert dropped == len(examples) - len(train) - 2 and dropped >= 6
+    with pytest.raises(DataError, match="cannot hold out data.val_examples=9 sentences from 4"):
+        sentence_holdout(examples, 9, seed=0)

@@ -73,3 +73,16 @@ def test_demo_list_names_every_demo_with_its_seed():
     ).stdout
     for name in DEMOS:
         assert name in help_text  # every listed demo is a real subcommand
+
+
+def test_sequential_operations_and_path_lengths_measured_from_the_layers():
+    from seqlab.analysis.layer_paths import measure
+
+    for n in (4, 8):
+        cnn, rnn, att = (measure(k, n) for k in ("cnn", "rnn", "self_attention"))
+        assert rnn["sequential"] == n and rnn["path"] == n and rnn["depth"] == 1  # O(n), O(n)
+        assert cnn["sequential"] == 1 and cnn["depth"] == -(-(n - 1) // 2)  # O(1), O(n/k), k 5
+        assert (
+            att["depth"] == 1
+            and att["sequential"] == measure("self_attention", 2 * n)["sequential"]
+        )  # O(1), O(1)

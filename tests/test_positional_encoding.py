@@ -73,11 +73,18 @@ def test_learned_encoding_is_trained():
     assert grad_rows.tolist() == [False, False, True, True, True, False]
 
 
-@pytest.mark.parametrize("cls", [SinusoidalPositionalEncoding, LearnedPositionalEncoding])
-def test_positions_past_max_len_are_rejected(cls):
-    pe = cls(d_model=4, max_len=5)
+def test_learned_positions_past_max_len_are_rejected():
+    pe = LearnedPositionalEncoding(d_model=4, max_len=5)
     with pytest.raises(ValueError, match="max_len=5"):
         pe(torch.zeros(1, 2, 4), start=4)
+
+
+def test_sinusoidal_positions_past_max_len_are_computed():
+    """The formula has no last row: a model trained on short inputs runs on longer ones."""
+    pe = SinusoidalPositionalEncoding(d_model=6, max_len=5).eval()
+    x = torch.randn(2, 9, 6)
+    torch.testing.assert_close(pe(x, start=3), x + sinusoidal_table(12, 6)[3:12])
+    assert pe.table.shape == (5, 6)  # nothing cached on the module
 
 
 def test_dropout_applies_in_training_only():

@@ -172,6 +172,38 @@ def cmd_demo_self_attention(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo_lm(args: argparse.Namespace) -> int:
+    from seqlab.demos import lm_comparisons
+
+    check_writable_dir(args.out, "--out")
+    run = {
+        "positions": lm_comparisons.positions_demo,
+        "norm-placement": lm_comparisons.norm_demo,
+        "training-choices": lm_comparisons.training_choices_demo,
+    }[args.demo_command]
+    kwargs = {"threads": args.threads} | ({"steps": args.steps} if args.steps else {})
+    result = run(args.out, **kwargs)
+    for name, row in result["models"].items():
+        print(f"{name:20s} {json.dumps(row)}")
+    print(f"figures: {', '.join(result['figures'])}")
+    return 0
+
+
+def cmd_demo_layer_paths(args: argparse.Namespace) -> int:
+    from seqlab.analysis.layer_paths import run_layer_paths_demo
+
+    check_writable_dir(args.out, "--out")
+    result = run_layer_paths_demo(args.out)
+    print(f"n = {result['lengths']}, convolution width {result['kernel']}")
+    for kind, rows in result["layers"].items():
+        print(
+            f"{kind:15s} sequential ops {[r['sequential'] for r in rows]}  "
+            f"max path {[r['path'] for r in rows]} (layers needed {[r['depth'] for r in rows]})"
+        )
+    _demo_json(args.out, "layer_paths", result)
+    return 0
+
+
 def cmd_demo_list(args: argparse.Namespace) -> int:
     from seqlab.demos import DEMOS
 
@@ -306,6 +338,21 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=positive_int, default=60)
     p.add_argument("--d-model", type=positive_int, default=32)
     p.set_defaults(func=cmd_demo_positional_encoding)
+    for name, text in (
+        ("positions", "learned vs sinusoidal positions: train on 64 characters, test on 256"),
+        ("norm-placement", "post-norm vs pre-norm Transformer LM, same budget"),
+        ("training-choices", "sequential vs random sampling, with and without clipping"),
+    ):
+        p = demo_sub.add_parser(name, help=text)
+        p.add_argument("--out", default=f"runs/{name}", metavar="DIR")
+        p.add_argument("--steps", type=positive_int, help="optimizer steps per model")
+        p.add_argument("--threads", type=non_negative_int, default=0)
+        p.set_defaults(func=cmd_demo_lm)
+    p = demo_sub.add_parser(
+        "layer-paths", help="CNN/RNN/self-attention: sequential ops and path length, measured"
+    )
+    p.add_argument("--out", default="runs/layer-paths", metavar="DIR")
+    p.set_defaults(func=cmd_demo_layer_paths)
     p = demo_sub.add_parser(
         "attention-scaling", help="why divide by √d_k: variance, saturation, gradient vs d"
     )

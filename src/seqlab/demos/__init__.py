@@ -33,6 +33,24 @@ DEMOS: dict[str, Demo] = {
     "self-attention-example": Demo(
         "001", "self-attention in six steps", "'Thinking Machines' step by step, the ÷8 of d_k = 64"
     ),
+    "positions": Demo(
+        "001",
+        "learned vs fixed positional encoding",
+        "char LM trained on 64 characters, evaluated on 64, 128, 256",
+    ),
+    "norm-placement": Demo(
+        "001, 000", "residual + LayerNorm (AddNorm)", "post-norm vs pre-norm, same budget"
+    ),
+    "training-choices": Demo(
+        "000",
+        "random sampling vs sequential partitioning; gradient clipping",
+        "tanh RNN LM trained four ways, loss curves",
+    ),
+    "layer-paths": Demo(
+        "002, 000",
+        "CNN vs RNN vs self-attention",
+        "sequential operations and maximum path length measured from the layers' graphs",
+    ),
     "vit-vs-cnn": Demo(
         "003", "Vision Transformers", "ViT vs CNN test accuracy as the training set grows"
     ),

@@ -55,7 +55,12 @@ def _check_range(start: int, length: int, max_len: int) -> None:
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """X + P[start : start + T], then dropout (Vaswani et al. 2017, §3.5 and §5.4)."""
+    """X + P[start : start + T], then dropout (Vaswani et al. 2017, §3.5 and §5.4).
+
+    P is a formula, not a table of trained rows: positions past ``max_len`` (a precomputed
+    prefix) are computed when asked for, so a model can be run on longer inputs than it was
+    trained on (the extrapolation the paper hoped for; ``seqlab demo positions`` measures it).
+    """
 
     def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0):
         super().__init__()
@@ -69,8 +74,11 @@ class SinusoidalPositionalEncoding(nn.Module):
         Shape:
             x ``(B, T, d)`` -> ``(B, T, d)``.
         """
-        _check_range(start, x.shape[1], self.max_len)
-        pos = self.table[start : start + x.shape[1]].to(x.dtype)  # (T, d)
+        end = start + x.shape[1]
+        if start < 0:
+            raise ValueError(f"positions start at 0, got start={start}")
+        table = self.table if end <= self.max_len else sinusoidal_table(end, x.shape[-1])
+        pos = table[start:end].to(device=x.device, dtype=x.dtype)  # (T, d)
         return self.dropout(x + pos)  # (B, T, d)
 
 

@@ -4,7 +4,10 @@ many-to-one problems and Vision Transformer).
 **Splits.** The validation split that chooses checkpoints is always held out of the training
 data (``data.val_examples``, a seeded choice); the dataset's evaluation split is never used to
 choose anything. SST-2: ``train`` / ``val`` / ``dev`` (GLUE's labelled evaluation split; its
-test labels are not public). MNIST and AG News: ``train`` / ``val`` / ``test``. A user's file
+test labels are not public). SST-2's training file holds every phrase of each sentence's parse
+tree as its own example, so a random hold-out would validate on phrases whose sentence is in
+training; ``val`` is instead ``data.val_examples`` whole sentences, and every phrase contained in
+one of them is left out of training (:func:`sentence_holdout`). MNIST and AG News: ``train`` / ``val`` / ``test``. A user's file
 (``data.dataset: text-classification``): ``train`` / ``val``.
 
 **Metrics.** Accuracy, macro-F1 (the unweighted mean over classes of F1 = 2PR / (P + R)) and the
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -78,6 +81,47 @@ def _hold_out(n: int, val: int, seed: int, what: str) -> tuple[list[int], list[i
     return [i for i in range(n) if i not in held], sorted(held)
 
 
+#: shortest SST-2 example considered a validation sentence (tokens)
+MIN_SENTENCE_TOKENS = 6
+
+
+def _spans(words: list[str], shortest: int = 1) -> Iterator[str]:
+    """Every contiguous span of at least ``shortest`` words, as text."""
+    for a in range(len(words)):
+        for b in range(a + shortest, len(words) + 1):
+            yield " ".join(words[a:b])
+
+
+def sentence_holdout(examples: Examples, val: int, seed: int) -> tuple[list[int], list[int], int]:
+    """Hold out ``val`` whole sentences of a phrase-level corpus (SST-2) without leakage.
+
+    A sentence is an example of at least :data:`MIN_SENTENCE_TOKENS` words that is no proper
+    span of a longer example. ``val`` of them (a seeded choice) are held out, and every example
+    that is a span of a held-out sentence (its phrases) leaves the training set.
+
+    Returns:
+        training indices, validation indices (file order), and how many phrases were dropped.
+    """
+    words = [text.split() for text, _ in examples]
+    long = [i for i, w in enumerate(words) if len(w) >= MIN_SENTENCE_TOKENS]
+    inner = {
+        span
+        for i in long
+        for span in _spans(words[i], MIN_SENTENCE_TOKENS)
+        if span.count(" ") + 1 < len(words[i])
+    }
+    sentences = [i for i in long if " ".join(words[i]) not in inner]
+    if not 0 < val < len(sentences):
+        raise DataError(
+            f"sst2: cannot hold out data.val_examples={val} sentences from {len(sentences)}"
+        )
+    random.Random(seed).shuffle(sentences)
+    held = set(sentences[:val])
+    phrases = {span for i in held for span in _spans(words[i])}
+    train = [i for i in range(len(examples)) if i not in held and " ".join(words[i]) not in phrases]
+    return train, sorted(held), len(examples) - len(held) - len(train)
+
+
 def text_splits(cfg: ExperimentConfig) -> dict[str, Examples]:
     """``(text, label)`` examples of each split (see the module docstring)."""
     d = cfg.data
@@ -95,7 +139,10 @@ def text_splits(cfg: ExperimentConfig) -> dict[str, Examples]:
         if d.dataset != "text-classification"
         else min(d.val_examples, max(1, len(full) // 10))
     )
-    train_idx, val_idx = _hold_out(len(full), val_n, cfg.train.seed, d.path or d.dataset)
+    if d.dataset == "sst2":
+        train_idx, val_idx, _ = sentence_holdout(full, val_n, cfg.train.seed)
+    else:
+        train_idx, val_idx = _hold_out(len(full), val_n, cfg.train.seed, d.path or d.dataset)
     train = [full[i] for i in train_idx][: d.num_examples]
     return {"train": train, "val": [full[i] for i in val_idx], **{k: f() for k, f in extra.items()}}
 
