@@ -86,3 +86,79 @@ def test_sequential_operations_and_path_lengths_measured_from_the_layers():
             att["depth"] == 1
             and att["sequential"] == measure("self_attention", 2 * n)["sequential"]
         )  # O(1), O(1)
+
+
+# ---------------------------------------------------- training claims of seed 000, measured
+class _Toy:
+    """Four minibatches of ``(x (2, 3), y (2,))`` for a one-layer recurrent toy."""
+
+    def __init__(self, carries_state):
+        self.carries_state = carries_state
+        g = torch.Generator().manual_seed(0)
+        self.batches = [(torch.randn(2, 3, 4, generator=g) * 10, torch.randn(2)) for _ in range(4)]
+
+    def set_epoch(self, epoch):
+        pass
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
+def _fit(tmp_path, carries_state, grad_clip):
+    from seqlab.config import TrainConfig
+    from seqlab.training.trainer import Callback, LossOutput, Trainer
+
+    torch.manual_seed(0)
+    rnn = torch.nn.RNN(4, 5, batch_first=True)
+    seen_states, norms = [], []
+
+    def loss_fn(model, batch, state):
+        seen_states.append(state)
+        x, y = batch
+        out, h = model(x, state)  # (2, 3, 5), (1, 2, 5)
+        return LossOutput(((out[:, -1].sum(-1) - y) ** 2).mean() * 100, 2, h)
+
+    class Norms(Callback):
+        def on_step(self, trainer, loss):
+            grads = [p.grad.norm() for p in trainer.model.parameters() if p.grad is not None]
+            norms.append(float(torch.stack(grads).norm()))
+
+    cfg = TrainConfig(optimizer="sgd", lr=0.01, epochs=2, grad_clip=grad_clip, log_every=100)
+    Trainer(rnn, loss_fn, _Toy(carries_state), cfg, tmp_path / "run", callbacks=[Norms()]).fit()
+    return seen_states, norms
+
+
+def test_clipping_bounds_the_global_gradient_norm(tmp_path):
+    _, unclipped = _fit(tmp_path / "a", True, None)
+    _, clipped = _fit(tmp_path / "b", True, 0.5)
+    assert max(unclipped) > 0.5  # the bound is active
+    assert max(clipped) <= 0.5 * (1 + 1e-5)  # ‖g‖ ≤ θ after g ← min(1, θ/‖g‖) g
+
+
+def test_random_sampling_starts_each_minibatch_from_a_fresh_state(tmp_path):
+    random_states, _ = _fit(tmp_path / "r", False, 1.0)
+    assert all(s is None for s in random_states)  # every minibatch: a new initial state
+    sequential_states, _ = _fit(tmp_path / "s", True, 1.0)
+    assert sequential_states[0] is None
+    carried = sequential_states[1:4]
+    assert all(s is not None and not s.requires_grad for s in carried)  # carried, detached
+
+
+def test_perplexity_of_uniform_logits_is_the_vocabulary_size():
+    from seqlab.tasks.language_modeling import evaluate_lm
+
+    class Uniform(torch.nn.Module):
+        def __init__(self, vocab):
+            super().__init__()
+            self.vocab = vocab
+            self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x, state=None):
+            return torch.zeros(*x.shape, self.vocab) + self.dummy, None
+
+    for vocab in (2, 28, 1000):
+        ids = torch.randint(0, vocab, (500,))
+        assert evaluate_lm(Uniform(vocab), ids, 4, 10)["val_ppl"] == pytest.approx(vocab)
