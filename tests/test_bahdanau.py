@@ -7,7 +7,9 @@ from torch import nn
 
 from conftest import random_translation_batch
 from seqlab.config import BahdanauConfig
+from seqlab.models import build_model
 from seqlab.models.bahdanau import Bahdanau
+from seqlab.nn.attention import masked_softmax
 
 SRC_V, TGT_V, E, H = 13, 11, 8, 12
 
@@ -47,9 +49,11 @@ def test_alignment_scores_the_previous_state():
     _, _, alpha = model.decode_step(
         memory, model.init_state(memory), batch.tgt_in[:, 0], need_attention=True
     )
-    h = memory.annotations
-    _, expected = model.attention(s0[:, None], h, h, memory.mask[:, None], need_weights=True)
-    torch.testing.assert_close(alpha, expected[:, 0])
+    h = memory.annotations  # (B, S, 2H)
+    att = model.attention
+    scores = att.w_v(torch.tanh(att.w_q(s0)[:, None] + att.w_k(h))).squeeze(-1)  # (B, S)
+    expected = masked_softmax(scores, memory.mask)
+    torch.testing.assert_close(alpha, expected)
 
 
 def test_decoder_step_is_a_gru_cell_on_embedding_and_context():
@@ -64,3 +68,32 @@ def test_decoder_step_is_a_gru_cell_on_embedding_and_context():
     y, c, s = torch.randn(3, E), torch.randn(3, 2 * H), torch.randn(3, H)
     ours = model._gru_step(model.gru_y(y) + model.gru_c(c), s)
     torch.testing.assert_close(ours, cell(torch.cat([y, c], dim=1), s))
+
+
+def test_d2l_decoder_starts_from_the_encoder_and_queries_with_the_previous_top_state():
+    """seed 000 / d2l §10.4: s_0 = the encoder's final states; the query of step i is the
+    previous top-layer decoder state s_{i-1}^{(L)}; keys = values = encoder outputs."""
+    from seqlab.nn.attention import attention_pool
+
+    cfg = BahdanauConfig(embed_dim=6, hidden_size=8, num_layers=2, decoder="d2l", dropout=0.0)
+    model = build_model(cfg, src_vocab_size=11, tgt_vocab_size=9).eval()
+    src = torch.randint(4, 11, (3, 5))
+    src_len = torch.tensor([5, 3, 4])
+    tokens = torch.randint(4, 9, (3, 4))
+    with torch.no_grad():
+        memory = model.encode(src, src_len)
+        _, final = model.encoder(model.src_embed(src[:1, :5]))
+        torch.testing.assert_close(memory.final[:, :1], final)  # unpadded row: plain GRU
+        state = model.init_state(memory)
+        torch.testing.assert_close(state, memory.final)
+        _, _, weights = model.run_decoder(memory, tokens, state, need_attention=True)
+        expected = []
+        s = state
+        for i in range(tokens.shape[1]):
+            _, alpha = attention_pool(
+                model.attention, s[-1], memory.keys, memory.annotations, memory.mask
+            )
+            expected.append(alpha)
+            _, s, _ = model.run_decoder(memory, tokens[:, i : i + 1], s, need_attention=False)
+        torch.testing.assert_close(weights, torch.stack(expected, dim=1))
+    assert memory.annotations.shape == (3, 5, 8)  # one direction: keys of size H
