@@ -238,13 +238,14 @@ def load_translation_splits(
 
     Args:
         dataset: ``multi30k`` or ``fra-eng``.
-        val_examples: fra–eng only: pairs held out by :func:`split_heldout`.
+        val_examples: fra–eng only: pairs held out by :func:`split_heldout` for validation, and
+            as many again for test (validation is the same whatever the test split).
         num_examples: keep only the first N pairs: of the train split (Multi30k), or of the whole
             file before holding out validation pairs (fra–eng, as d2l does).
         seed: fra–eng only: the held-out split's seed.
 
     Returns:
-        ``{"train": ..., "val": ...}`` plus ``"test"`` (``test_2016_flickr``) for Multi30k.
+        ``{"train": ..., "val": ..., "test": ...}``; Multi30k's test is ``test_2016_flickr``.
     """
     if dataset == "multi30k":
         out = {
@@ -258,9 +259,11 @@ def load_translation_splits(
     if dataset == "fra-eng":
         corpus = load_fra_eng(src_lang, tgt_lang)
         pairs = corpus.pairs if num_examples is None else corpus.pairs[:num_examples]
-        train, val = split_heldout(pairs, val_examples, seed)
+        rest, val = split_heldout(pairs, val_examples, seed)
+        train, test = split_heldout(rest, val_examples, seed + 1)
         return {
             "train": ParallelCorpus(train, corpus.skipped, corpus.source),
             "val": ParallelCorpus(val, 0, corpus.source),
+            "test": ParallelCorpus(test, 0, corpus.source),
         }
     raise DataError(f"{dataset!r} is not a translation dataset; expected multi30k or fra-eng")
