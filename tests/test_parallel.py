@@ -207,9 +207,7 @@ def test_fra_eng_direction_and_heldout_split(fake_registry):
     splits = load_translation_splits("fra-eng", "en", "fr", val_examples=5, num_examples=15)
     assert {k: len(v) for k, v in splits.items()} == {"train": 5, "val": 5, "test": 5}
     # The test split is held out of what validation leaves: validation does not move.
-    assert splits["val"].pairs == split_heldout(
-        [(f"e{i}", f"f{i}") for i in range(15)], 5
-    )[1]
+    assert splits["val"].pairs == split_heldout([(f"e{i}", f"f{i}") for i in range(15)], 5)[1]
     assert {p for c in splits.values() for p in c.pairs} == {(f"e{i}", f"f{i}") for i in range(15)}
     with pytest.raises(DataError, match="not a translation dataset"):
         load_translation_splits("timemachine", "en", "fr")

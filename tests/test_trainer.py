@@ -1,5 +1,6 @@
 """Trainer: exact resume after SIGKILL, NaN stop, distributed parity, checkpoint errors."""
 
+import io
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError
 from seqlab.experiment import train
 from seqlab.training import checkpoint as ckpt
-from seqlab.training.callbacks import read_metrics
+from seqlab.training.callbacks import ProgressBar, read_metrics
 from seqlab.training.trainer import LossOutput, Trainer, TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -311,3 +312,14 @@ def test_two_processes_deal_out_token_batches_like_accumulating_two(tmp_path):
     assert len(load(tmp_path / "two").translate(["saturday 9 may 1998"])) == 1
     with pytest.raises(CheckpointError, match="world_size=2"):
         train(None, tmp_path / "two", resume=True, overrides=["train.max_steps=9"])
+
+
+def test_progress_lines_show_perplexity_only_for_token_losses():
+    record = {"step": 5, "epoch": 0.5, "loss": 0.25, "ppl": 1.284, "tokens_per_s": 1234.0}
+    lines = {}
+    for unit, perplexity in (("tok", True), ("ex", False)):
+        stream = io.StringIO()
+        ProgressBar(stream, unit=unit, perplexity=perplexity).on_log(None, record)
+        lines[unit] = stream.getvalue()
+    assert "ppl 1.28" in lines["tok"] and "1,234 tok/s" in lines["tok"]
+    assert "ppl" not in lines["ex"] and "1,234 ex/s" in lines["ex"]

@@ -122,7 +122,7 @@ def train(
         evaluate=exp.evaluate,
         select=exp.select,
         callbacks=[
-            ProgressBar(),
+            ProgressBar(unit=exp.unit, perplexity=exp.perplexity),
             MetricsLog(metrics),
             CurvePlot(metrics, run_dir / "curves.png"),
             *(callbacks or []),

@@ -42,6 +42,8 @@ class Experiment:
     save_artefacts: Callable[[Path], None]
     predictor: Predictor
     meta: dict[str, Any] = field(default_factory=dict)  # stored in every checkpoint (sizes)
+    unit: str = "tok"  # what LossOutput.num_tokens counts, for progress lines
+    perplexity: bool = True  # the loss is a per-token cross-entropy: show exp(loss)
 
 
 @dataclass(frozen=True)

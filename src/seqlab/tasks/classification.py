@@ -485,6 +485,8 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         save_artefacts=save_artefacts,
         predictor=Classifier(model, cfg, classes, vocab, tokenizer),
         meta=meta,
+        unit="ex",
+        perplexity=False,
     )
 
 

@@ -200,6 +200,8 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         save_artefacts=lambda directory: _save_series(Path(directory) / "series.json", scaler, cfg),
         predictor=Forecaster(model, cfg, scaler),
         meta={"window": d.window},
+        unit="ex",
+        perplexity=False,
     )
 
 

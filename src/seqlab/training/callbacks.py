@@ -17,11 +17,17 @@ from seqlab.training.trainer import Callback, Trainer
 
 
 class ProgressBar(Callback):
-    """A tqdm bar with loss, perplexity and tokens/s; plain lines when not on a terminal."""
+    """A tqdm bar with loss, perplexity and tokens/s; plain lines when not on a terminal.
 
-    def __init__(self, stream: Any = None) -> None:
+    Args:
+        unit: what the trainer's token counts count (``tok``, ``ex`` for examples).
+        perplexity: show exp(loss) (only meaningful for a per-token cross-entropy).
+    """
+
+    def __init__(self, stream: Any = None, unit: str = "tok", perplexity: bool = True) -> None:
         self.stream = stream or sys.stderr
         self.bar: tqdm | None = None
+        self.unit, self.perplexity = unit, perplexity
 
     def on_train_start(self, trainer: Trainer) -> None:
         print(
@@ -45,7 +51,8 @@ class ProgressBar(Callback):
             self.bar.update(1)
 
     def on_log(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        text = f"loss {record['loss']:.4f}  ppl {record['ppl']:.2f}  {record['tokens_per_s']:,.0f} tok/s"
+        ppl = f"  ppl {record['ppl']:.2f}" if self.perplexity else ""
+        text = f"loss {record['loss']:.4f}{ppl}  {record['tokens_per_s']:,.0f} {self.unit}/s"
         if self.bar is not None:
             self.bar.set_postfix_str(text)
         else:
