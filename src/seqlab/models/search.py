@@ -105,13 +105,12 @@ def _predict(
 ) -> tuple[Tensor, Tensor, Any, Tensor | None]:
     """Next-token scores of every row, from the state or the whole prefix.
 
-    Returns the logits with the never-output tokens at -inf and each row's log normaliser
-    (logsumexp of the allowed logits), so log p = logits - log_norm. Keeping them apart spares
-    greedy search a full ``(R, V)`` subtraction per step.
+    Returns the logits with the never-output tokens at -inf (renormalising over the rest is the
+    caller's: greedy search needs only the log normaliser, beam search every log-probability).
 
     Shape:
-        prefix ``(R, 1 + t)`` (``<bos>`` and t tokens) -> logits ``(R, V)``, log_norm ``(R, 1)``,
-        state, attention ``(R, S)``.
+        prefix ``(R, 1 + t)`` (``<bos>`` and t tokens) -> logits ``(R, V)``, state,
+        attention ``(R, S)``.
     """
     if use_cache:
         logits, state, attn = model.decode_step(
@@ -122,8 +121,7 @@ def _predict(
         logits, attn = logits[:, -1], (None if attn is None else attn[:, -1])  # (R, V), (R, S)
     logits = logits.float()  # (R, V)
     logits[:, _NEVER_OUTPUT] = -math.inf  # removed from the distribution (renormalised)
-    log_norm = logits.logsumexp(dim=-1, keepdim=True)  # (R, 1)
-    return logits, log_norm, state, attn
+    return logits, state, attn
 
 
 def _append_attention(history: Tensor | None, attn: Tensor | None) -> Tensor | None:
@@ -172,9 +170,11 @@ def greedy_search(
         history: Tensor | None = None  # (R, t, S)
         results: list[Hypothesis | None] = [None] * num
         for t in range(int(limits.max()) + 1):
-            logits, log_norm, state, attn = _predict(
+            logits, state, attn = _predict(
                 model, memory, state, prefix, use_cache, need_attention
-            )  # (R, V), (R, 1)
+            )  # (R, V)
+            # log p(best) = logit - logsumexp: no full (R, V) log-probabilities needed
+            log_norm = logits.logsumexp(dim=-1, keepdim=True)  # (R, 1)
             best = logits.argmax(dim=-1)  # (R,)
             best = best.masked_fill((limits[sent] <= t) | ~alive, EOS)  # (R,)
             log_prob += (logits.gather(1, best[:, None]) - log_norm).squeeze(1)  # (R,)
@@ -258,17 +258,14 @@ def beam_search(
         finished: list[list[Hypothesis]] = [[] for _ in range(num)]
         for t in range(int(limits.max()) + 1):
             n = sent.shape[0]
-            logits, log_norm, state, attn = _predict(
-                model, memory, state, prefix, use_cache, need_attention
-            )
-            logp = logits - log_norm  # (B·K, V)
-            vocab = logp.shape[-1]
-            logp = logp.view(n, k, vocab)  # (B, K, V)
+            logits, state, attn = _predict(model, memory, state, prefix, use_cache, need_attention)
+            vocab = logits.shape[-1]
+            logp = torch.log_softmax(logits, dim=-1).view(n, k, vocab)  # (B, K, V)
             at_limit = limits[sent] <= t  # (B,)
             if at_limit.any():  # only <eos> may follow
                 not_eos = torch.arange(vocab, device=device) != EOS  # (V,)
                 logp = logp.masked_fill(at_limit[:, None, None] & not_eos, -math.inf)
-            candidates = (scores[:, :, None] + logp).view(n, k * vocab)  # (B, K·V)
+            candidates = logp.add_(scores[:, :, None]).view(n, k * vocab)  # (B, K·V), in place
             width = min(2 * k, k * vocab)
             top_scores, top_ids = candidates.topk(width, dim=1)  # (B, 2K), best first
             top_rows = torch.arange(n, device=device)[:, None] * k + top_ids // vocab  # (B, 2K)
