@@ -14,7 +14,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = [
     ("LSTM LM training step: seqlab fused / plain nn.LSTM loop", ["lstm_lm_step.py"]),
-    ("Layer cost comparison (conv / RNN / self-attention)", ["layer_costs.py"]),
+    (
+        "Layer cost comparison (conv / RNN / self-attention)",
+        ["layer_costs.py", "--lengths", "64,128,256,512,1024,2048,4096"],
+    ),
     (
         "Tiny Shakespeare Transformer vs nanoGPT reference, same wall clock",
         ["shakespeare_transformer.py"],

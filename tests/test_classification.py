@@ -32,6 +32,7 @@ from seqlab.errors import ConfigError, DataError, SeqlabError
 from seqlab.experiment import train
 from seqlab.models import build_model
 from seqlab.models.vit import PatchEmbedding, VisionTransformer, attention_rollout, patchify
+from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.tasks.classification import classification_metrics
 from seqlab.tokens import PAD
 
@@ -40,6 +41,9 @@ TEXT_MODELS = {
     "transformer-mean": TransformerClassifierConfig(d_model=16, num_heads=2, d_ff=32, num_layers=2),
     "transformer-cls": TransformerClassifierConfig(
         d_model=16, num_heads=2, d_ff=32, num_layers=2, pooling="cls", norm="post"
+    ),
+    "transformer-max": TransformerClassifierConfig(
+        d_model=16, num_heads=2, d_ff=32, num_layers=2, pooling="max", positional="sinusoidal"
     ),
     "bilstm-max": RNNClassifierConfig(embed_dim=8, hidden_size=12, pooling="max"),
     "bigru-last": RNNClassifierConfig(cell="gru", embed_dim=8, hidden_size=12, pooling="last"),
@@ -356,3 +360,11 @@ def test_sst2_validation_holds_out_whole_sentences_and_their_phrases():
     assert dropped == len(examples) - len(train) - 2 and dropped >= 6
     with pytest.raises(DataError, match="cannot hold out data.val_examples=9 sentences from 4"):
         sentence_holdout(examples, 9, seed=0)
+
+
+def test_masked_pooling_matches_pooling_each_sentence_alone():
+    x = torch.randn(3, 5, 4)  # (B, T, d)
+    lengths = torch.tensor([5, 2, 1])
+    for i, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(masked_mean(x, lengths)[i], x[i, :n].mean(0))
+        torch.testing.assert_close(masked_max(x, lengths)[i], x[i, :n].amax(0))

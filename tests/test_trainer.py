@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError
 from seqlab.experiment import train
 from seqlab.training import checkpoint as ckpt
-from seqlab.training.callbacks import ProgressBar, read_metrics
+from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
 from seqlab.training.trainer import LossOutput, Trainer, TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,3 +324,20 @@ def test_progress_lines_show_perplexity_only_for_token_losses():
         lines[unit] = stream.getvalue()
     assert "ppl 1.28" in lines["tok"] and "1,234 tok/s" in lines["tok"]
     assert "ppl" not in lines["ex"] and "1,234 ex/s" in lines["ex"]
+
+
+def test_metrics_name_the_throughput_by_unit_and_keep_perplexity_for_token_losses(tmp_path):
+    record = {"step": 5, "epoch": 0.5, "loss": 0.25, "ppl": 1.284, "tokens_per_s": 1234.0}
+    trainer = SimpleNamespace(pos=SimpleNamespace(step=0))
+    written = {}
+    for unit, perplexity in (("tok", True), ("ex", False)):
+        log = MetricsLog(tmp_path / f"{unit}.jsonl", unit=unit, perplexity=perplexity)
+        log.on_train_start(trainer)
+        log.on_log(trainer, dict(record))
+        log.on_train_end(trainer, {"step": 5})
+        written[unit] = read_metrics(tmp_path / f"{unit}.jsonl")[0]
+    assert written["tok"]["tokens_per_s"] == 1234.0 and written["tok"]["ppl"] == 1.284
+    assert written["ex"]["examples_per_s"] == 1234.0
+    assert "ppl" not in written["ex"] and "tokens_per_s" not in written["ex"]
+    with pytest.raises(ValueError, match="unit must be one of"):
+        MetricsLog(tmp_path / "x.jsonl", unit="words")

@@ -293,7 +293,7 @@ class TransformerClassifierConfig(Strict):
     max_len: Positive = 512
     positional: Literal["sinusoidal", "learned"] = "learned"
     norm: Literal["post", "pre"] = "pre"
-    pooling: Literal["cls", "mean"] = "mean"
+    pooling: Literal["cls", "mean", "max"] = "mean"
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerClassifierConfig:

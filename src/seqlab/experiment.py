@@ -123,8 +123,8 @@ def train(
         select=exp.select,
         callbacks=[
             ProgressBar(unit=exp.unit, perplexity=exp.perplexity),
-            MetricsLog(metrics),
-            CurvePlot(metrics, run_dir / "curves.png"),
+            MetricsLog(metrics, unit=exp.unit, perplexity=exp.perplexity),
+            CurvePlot(metrics, run_dir / "curves.png", perplexity=exp.perplexity),
             *(callbacks or []),
         ],
         extra_meta={"arch": cfg.model.arch, **exp.meta},

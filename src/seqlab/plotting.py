@@ -175,27 +175,42 @@ def plot_series(
     return save_figure(fig, path)
 
 
-def plot_curves(records: Sequence[dict], path: str | Path) -> Path:
-    """Training curves from ``metrics.jsonl`` records: loss and perplexity, train and validation."""
+def plot_curves(records: Sequence[dict], path: str | Path, perplexity: bool = True) -> Path:
+    """Training curves from ``metrics.jsonl`` records: loss, train and validation, beside
+    perplexity (``perplexity=True``: the loss is a per-token cross-entropy) or the validation
+    metrics other than the loss."""
     import math
 
     train = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval" and "val_loss" in r]
-    fig, (ax_loss, ax_ppl) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_loss, ax_right) = plt.subplots(1, 2, figsize=(10, 4))
     if train:
         steps = [r["step"] for r in train]
         ax_loss.plot(steps, [r["loss"] for r in train], label="train")
-        ax_ppl.plot(steps, [r["ppl"] for r in train], label="train")
+        if perplexity:
+            ax_right.plot(steps, [math.exp(min(r["loss"], 50)) for r in train], label="train")
     if evals:
         steps = [r["step"] for r in evals]
         losses = [math.nan if r["val_loss"] is None else r["val_loss"] for r in evals]
         ax_loss.plot(steps, losses, "o-", label="validation")
-        ax_ppl.plot(steps, [math.exp(min(v, 50)) for v in losses], "o-", label="validation")
-    ax_loss.set(xlabel="step", ylabel="loss (nats/token)", title="Cross-entropy")
-    ax_ppl.set(xlabel="step", ylabel="perplexity", title="Perplexity", yscale="log")
-    for ax in (ax_loss, ax_ppl):
+        if perplexity:
+            ax_right.plot(steps, [math.exp(min(v, 50)) for v in losses], "o-", label="validation")
+        else:
+            others = [k for k in evals[-1] if k.startswith("val_") and k != "val_loss"]
+            for key in others:
+                values = [r.get(key) for r in evals]
+                ax_right.plot(
+                    steps, [math.nan if v is None else v for v in values], "o-", label=key
+                )
+    ax_loss.set(xlabel="step", ylabel="loss (nats/token)" if perplexity else "loss", title="Loss")
+    if perplexity:
+        ax_right.set(xlabel="step", ylabel="perplexity", title="Perplexity", yscale="log")
+    else:
+        ax_right.set(xlabel="step", title="Validation metrics")
+    for ax in (ax_loss, ax_right):
         ax.grid(alpha=0.3)
-        ax.legend()
+        if ax.lines:
+            ax.legend()
     fig.tight_layout()
     return save_figure(fig, path, dpi=100)
 

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqlab.config import RNNClassifierConfig
-from seqlab.models.transformer_classifier import masked_mean
+from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.tokens import PAD
 
 
@@ -49,9 +49,6 @@ class RNNClassifier(nn.Module):
             pooled = torch.cat(list(h[-dirs:]), dim=-1)  # (B, D·H): last layer, each direction
         else:
             y, _ = pad_packed_sequence(out, batch_first=True)  # (B, T_max, D·H)
-            if self.pooling == "mean":
-                pooled = masked_mean(y, lengths.to(y.device))
-            else:
-                keep = torch.arange(y.shape[1], device=y.device)[None, :] < lengths[:, None]
-                pooled = y.masked_fill(~keep[..., None], float("-inf")).amax(1)  # (B, D·H)
+            pool = masked_mean if self.pooling == "mean" else masked_max
+            pooled = pool(y, lengths)  # (B, D·H)
         return self.head(self.dropout(pooled))  # (B, C)

@@ -2,9 +2,9 @@
 
 The sentence is encoded by the encoder stack of Vaswani et al. (2017) and pooled into one vector:
 either the output at a prepended ``[CLS]`` position (Devlin et al. 2019; seqlab uses the reserved
-``<bos>`` token for it) or the mean over the real (non-padding) positions. A linear layer maps it to
-the class logits. Padded keys are masked in every layer, so padding never changes a sentence's
-logits.
+``<bos>`` token for it), or the mean or the element-wise maximum over the real (non-padding)
+positions. A linear layer maps it to the class logits. Padded keys are masked in every layer, so
+padding never changes a sentence's logits.
 """
 
 from __future__ import annotations
@@ -13,15 +13,9 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.config import TransformerClassifierConfig
+from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.nn.transformer import Encoder
 from seqlab.tokens import BOS
-
-
-def masked_mean(x: Tensor, lengths: Tensor) -> Tensor:
-    """Mean of ``x`` over the first ``lengths`` positions. Shape: ``(B, T, d), (B,) -> (B, d)``."""
-    keep = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, T)
-    summed = (x * keep[..., None].to(x.dtype)).sum(1)  # (B, d)
-    return summed / lengths.clamp(min=1)[:, None].to(x.dtype)
 
 
 class TransformerClassifier(nn.Module):
@@ -56,7 +50,10 @@ class TransformerClassifier(nn.Module):
             lengths = torch.full((tokens.shape[0],), tokens.shape[1], device=tokens.device)
         x, lens = self._inputs(tokens, lengths)
         h, _ = self.encoder(x, lens)  # (B, T', d)
-        pooled = h[:, 0] if self.pooling == "cls" else masked_mean(h, lens)  # (B, d)
+        if self.pooling == "cls":
+            pooled = h[:, 0]  # (B, d)
+        else:
+            pooled = (masked_mean if self.pooling == "mean" else masked_max)(h, lens)  # (B, d)
         return self.head(self.dropout(pooled))  # (B, C)
 
     @torch.no_grad()

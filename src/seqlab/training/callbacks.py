@@ -1,4 +1,4 @@
-"""Trainer callbacks: progress bar, ``metrics.jsonl``, loss/perplexity curves as PNG."""
+"""Trainer callbacks: progress bar, ``metrics.jsonl``, training curves as PNG."""
 
 from __future__ import annotations
 
@@ -79,16 +79,29 @@ class ProgressBar(Callback):
             self.bar.close()
 
 
+#: the name of the throughput field in ``metrics.jsonl`` for each unit the trainer can count
+RATE_KEYS = {"tok": "tokens_per_s", "ex": "examples_per_s"}
+
+
 class MetricsLog(Callback):
     """Append each log and evaluation record as one JSON line to ``RUN_DIR/metrics.jsonl``.
 
     Non-finite numbers are written as ``null`` (the file stays valid JSON). On resume, records
     written after the restored checkpoint (by the interrupted run) are dropped first, so the file
-    reads as one uninterrupted run; a fresh run starts an empty file.
+    reads as one uninterrupted run; a fresh run starts an empty file. Training records name their
+    throughput by what is counted (``tokens_per_s``, ``examples_per_s``) and carry ``ppl`` only
+    where the loss is a per-token cross-entropy.
+
+    Args:
+        unit: what the trainer's counts count (``tok``, ``ex`` for examples).
+        perplexity: record exp(loss) as ``ppl``.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, unit: str = "tok", perplexity: bool = True) -> None:
+        if unit not in RATE_KEYS:
+            raise ValueError(f"unit must be one of {sorted(RATE_KEYS)}, got {unit!r}")
         self.path = Path(path)
+        self.rate_key, self.perplexity = RATE_KEYS[unit], perplexity
 
     def on_train_start(self, trainer: Trainer) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +117,11 @@ class MetricsLog(Callback):
         self.fh.flush()
 
     def on_log(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        self.write("train", record)
+        shown = {k: v for k, v in record.items() if k != "tokens_per_s"}
+        if not self.perplexity:
+            shown.pop("ppl", None)
+        shown[self.rate_key] = record["tokens_per_s"]
+        self.write("train", shown)
 
     def on_eval(self, trainer: Trainer, record: dict[str, Any]) -> None:
         self.write("eval", record)
@@ -153,10 +170,12 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 class CurvePlot(Callback):
-    """Redraw ``RUN_DIR/curves.png`` (loss and perplexity, train and validation) after each evaluation."""
+    """Redraw ``RUN_DIR/curves.png`` after each evaluation: loss, train and validation, beside
+    perplexity (``perplexity=True``) or the other validation metrics (accuracy, F1, MAE, …)."""
 
-    def __init__(self, metrics_path: Path, out_path: Path) -> None:
+    def __init__(self, metrics_path: Path, out_path: Path, perplexity: bool = True) -> None:
         self.metrics_path, self.out_path = Path(metrics_path), Path(out_path)
+        self.perplexity = perplexity
 
     def on_eval(self, trainer: Trainer, record: dict[str, Any]) -> None:
         self.draw()
@@ -169,6 +188,6 @@ class CurvePlot(Callback):
         try:
             from seqlab.plotting import plot_curves
 
-            plot_curves(read_metrics(self.metrics_path), self.out_path)
+            plot_curves(read_metrics(self.metrics_path), self.out_path, self.perplexity)
         except (OSError, ValueError, RuntimeError) as exc:
             warnings.warn(f"could not draw {self.out_path}: {exc}", stacklevel=2)
