@@ -11,8 +11,8 @@ Every engine gets the same sentences in the same batches (``--batch-size``, sort
 the same threads (PyTorch's and CTranslate2's ``intra_threads``), one warm-up pass, then the best
 of ``--repeats`` timed passes, the engines taking turns. Reported: sentences/s, target tokens/s
 (tokens produced, ``<eos>`` included), BLEU (sacreBLEU, cased, detokenised) and the ratios to
-seqlab. Goals (issue): seqlab ≥
-CTranslate2 fp32's throughput; int8 ≥ 2× seqlab with BLEU within 0.3.
+seqlab. Goals (issue): seqlab ≥ CTranslate2 fp32's throughput; int8 ≥ 2× seqlab with BLEU within
+0.3.
 
     SEQLAB_DATA_DIR=../shared/data .venv/bin/python benchmarks/translation_decoding.py [--threads 2]
 

@@ -102,7 +102,7 @@ def _predict(
     prefix: Tensor,
     use_cache: bool,
     need_attention: bool,
-) -> tuple[Tensor, Tensor, Any, Tensor | None]:
+) -> tuple[Tensor, Any, Tensor | None]:
     """Next-token scores of every row, from the state or the whole prefix.
 
     Returns the logits with the never-output tokens at -inf (renormalising over the rest is the

@@ -17,7 +17,8 @@ from seqlab.training.trainer import Callback, Trainer
 
 
 class ProgressBar(Callback):
-    """A tqdm bar with loss, perplexity and tokens/s; plain lines when not on a terminal.
+    """A tqdm bar with loss, perplexity (where it means something) and throughput; plain lines
+    when not on a terminal.
 
     Args:
         unit: what the trainer's token counts count (``tok``, ``ex`` for examples).
