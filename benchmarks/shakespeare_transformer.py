@@ -47,13 +47,13 @@ from seqlab import load  # noqa: E402
 from seqlab.config import ExperimentConfig, load_config  # noqa: E402
 from seqlab.experiment import train  # noqa: E402
 from seqlab.machine import machine  # noqa: E402
+from seqlab.precision import autocast, resolve_precision  # noqa: E402
 from seqlab.tasks.language_modeling import (  # noqa: E402
     build_experiment,
     lm_loss,
     load_corpus,
 )
 from seqlab.training.optim import build_optimizer
-from seqlab.training.precision import autocast, resolve_precision  # noqa: E402
 from seqlab.training.trainer import Callback, Trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,6 +127,7 @@ def run_seqlab(
         "val_loss_window64": validation_loss(model, corpus, 64),
         "context": context,
         "trainer_val_loss": summary["best"],
+        "precision": summary["precision"],
     }
 
 
@@ -168,7 +169,7 @@ def main() -> None:
         "seqlab_meets_goal_window64": ours["val_loss_window64"] <= GOAL,
         "threads": args.threads,
         "torch": torch.__version__,
-        "machine": machine(),
+        "machine": machine(ours["precision"]),
         "load_average_before_after": [load_before[0], os.getloadavg()[0]],
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }

@@ -3,7 +3,8 @@
 One trained en→de Transformer (``--checkpoint``, default the README's
 ``runs/m30-en-de-transformer``), greedy and beam 5, three engines:
 
-- ``seqlab``: seqlab's own cached search in PyTorch (fp32, or bf16 where native: ``decode.precision``);
+- ``seqlab``: seqlab's own cached search in PyTorch, fp32 (the inference default);
+- ``seqlab-bf16``: the same in bf16 (``--precision bf16``; emulated, so slow, without native bf16);
 - ``ct2-fp32``: the model exported to CTranslate2, float32;
 - ``ct2-int8``: the same export, int8 weights (CTranslate2 ``compute_type="int8"``).
 
@@ -38,30 +39,33 @@ from seqlab.tasks.translation import load_pairs, score_translations
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_RUN = ROOT / "runs" / "m30-en-de-transformer"
+#: engine name -> (seqlab precision, engine, quantize)
 ENGINES = {
-    "seqlab": ("pytorch", None),
-    "ct2-fp32": ("ctranslate2", None),
-    "ct2-int8": ("ctranslate2", "int8"),
+    "seqlab": ("fp32", "pytorch", None),
+    "seqlab-bf16": ("bf16", "pytorch", None),
+    "ct2-fp32": ("fp32", "ctranslate2", None),
+    "ct2-int8": ("fp32", "ctranslate2", "int8"),
 }
 
 
-def measure(model, sources, references, beam: int, repeats: int, batch) -> dict[str, dict]:
+def measure(models, sources, references, beam: int, repeats: int, batch) -> dict[str, dict]:
     """Every engine's best-of-``repeats`` time after a warm-up, the engines taking turns in
     each round (so a drift in the machine's speed reaches them alike); outputs and BLEU of the
-    last pass."""
+    last pass. ``models``: the run loaded in fp32 and in bf16."""
     runs = {
-        name: dict(beam=beam, nbest=1, engine=engine, quantize=quantize, batch_size=batch)
-        for name, (engine, quantize) in ENGINES.items()
+        name: (models[precision], dict(beam=beam, nbest=1, engine=engine, quantize=quantize))
+        for name, (precision, engine, quantize) in ENGINES.items()
     }
-    for run in runs.values():
-        model.hypotheses(sources[:batch], **run)  # warm-up (and the export, the first time)
+    for model, run in runs.values():  # warm-up (and the export, the first time)
+        model.hypotheses(sources[:batch], batch_size=batch, **run)
     best = dict.fromkeys(runs, float("inf"))
     found = {}
     for _ in range(repeats):
-        for name, run in runs.items():
+        for name, (model, run) in runs.items():
             start = time.perf_counter()
-            found[name] = model.hypotheses(sources, **run)
+            found[name] = model.hypotheses(sources, batch_size=batch, **run)
             best[name] = min(best[name], time.perf_counter() - start)
+    model = models["fp32"]
     results = {}
     for name, hyps in found.items():
         outputs = [model.detokenize(h[0].tokens) for h in hyps]
@@ -72,6 +76,7 @@ def measure(model, sources, references, beam: int, repeats: int, batch) -> dict[
             "target_tokens_per_s": tokens / best[name],
             "target_tokens": tokens,
             "bleu": score_translations(outputs, references)["bleu"],
+            "outputs": outputs,
         }
     return results
 
@@ -91,7 +96,8 @@ def main() -> None:
             if args.checkpoint != DEFAULT_RUN:
                 raise SystemExit(f"{args.checkpoint}: not a trained run directory")
             run = untrained_run(Path(tmp) / "run")
-        decode(load(run), trained, args)
+        models = {p: load(run, precision=p) for p in ("fp32", "bf16")}
+        decode(models, trained, args)
 
 
 def untrained_run(run_dir: Path) -> Path:
@@ -111,14 +117,15 @@ def untrained_run(run_dir: Path) -> Path:
     return run_dir
 
 
-def decode(model, trained: bool, args: argparse.Namespace) -> None:
+def decode(models, trained: bool, args: argparse.Namespace) -> None:
     """Time every engine, greedy and beam 5, on the validation sentences; write the JSON."""
+    model = models["fp32"]
     pairs = load_pairs(model.cfg)["val"][: args.sentences]
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     results: dict[str, dict[str, dict]] = {}
     for beam in (1, 5):
         search = "greedy" if beam == 1 else f"beam{beam}"
-        results[search] = measure(model, sources, references, beam, args.repeats, args.batch_size)
+        results[search] = measure(models, sources, references, beam, args.repeats, args.batch_size)
         for name, r in results[search].items():
             print(
                 f"{search:7s} {name:9s} {r['seconds']:6.2f} s  {r['sentences_per_s']:7.1f} sent/s  "
@@ -129,6 +136,11 @@ def decode(model, trained: bool, args: argparse.Namespace) -> None:
         for r in results[search].values():
             r["speed_vs_seqlab"] = r["sentences_per_s"] / base["sentences_per_s"]
             r["bleu_minus_seqlab"] = r["bleu"] - base["bleu"]
+            r["outputs_differing_from_seqlab"] = sum(
+                a != b for a, b in zip(r["outputs"], base["outputs"], strict=True)
+            )
+        for r in results[search].values():
+            del r["outputs"]
     summary = {
         "checkpoint": str(model.run.checkpoint) if trained else "untrained (one step)",
         "sentences": len(sources),
@@ -139,7 +151,12 @@ def decode(model, trained: bool, args: argparse.Namespace) -> None:
             s: r["seqlab"]["sentences_per_s"] / r["ct2-fp32"]["sentences_per_s"]
             for s, r in results.items()
         },
-        "machine": machine(model.precision.precision),
+        "precision": {name: p for name, (p, _, _) in ENGINES.items()},
+        "seqlab_bf16_over_fp32": {
+            s: r["seqlab-bf16"]["sentences_per_s"] / r["seqlab"]["sentences_per_s"]
+            for s, r in results.items()
+        },
+        "machine": machine("seqlab fp32 and bf16, CTranslate2 fp32 and int8"),
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "translation_decoding.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -148,6 +165,12 @@ def decode(model, trained: bool, args: argparse.Namespace) -> None:
         print(
             f"{search}: seqlab / CTranslate2 fp32 = {ratio:.2f} (goal >= 1.0); int8 = "
             f"{int8['speed_vs_seqlab']:.2f}x seqlab (goal >= 2), BLEU {int8['bleu_minus_seqlab']:+.2f}"
+        )
+        bf16 = results[search]["seqlab-bf16"]
+        print(
+            f"{search}: seqlab bf16 = {bf16['speed_vs_seqlab']:.2f}x seqlab fp32, BLEU "
+            f"{bf16['bleu_minus_seqlab']:+.2f}, {bf16['outputs_differing_from_seqlab']} of "
+            f"{len(sources)} outputs differ"
         )
 
 

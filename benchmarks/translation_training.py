@@ -32,10 +32,10 @@ from seqlab.config import TransformerConfig, load_config
 from seqlab.data.translation_batching import Batch, TranslationBatches
 from seqlab.machine import machine, matmul_peak
 from seqlab.nn.positional_encoding import sinusoidal_table
+from seqlab.precision import autocast, resolve_precision
 from seqlab.tasks.translation import build_experiment
 from seqlab.tokens import PAD
 from seqlab.training.optim import build_optimizer
-from seqlab.training.precision import autocast, resolve_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -82,7 +82,7 @@ def training_flops(batch: Batch, m: TransformerConfig, tgt_vocab: int) -> int:
     """Matrix-product FLOPs of one training step (forward + backward = 3 × forward) on ``batch``'s
     real tokens (see the module docstring)."""
     d, ff = m.d_model, m.d_ff
-    src, tgt = batch.src_len.tolist(), batch.tgt_len.tolist()
+    src, tgt = batch.src_lengths.tolist(), batch.tgt_lengths.tolist()
     forward = 0
     for s, t in zip(src, tgt, strict=True):
         encoder = m.encoder_layers * (2 * s * (4 * d * d + 2 * d * ff) + 4 * s * s * d)

@@ -13,6 +13,10 @@ from seqlab.models import build_model
 from seqlab.tokens import BOS, EOS, PAD
 
 os.environ.setdefault("SEQLAB_OFFLINE", "1")
+# `precision: auto` decides fp32 in every test (and its subprocesses) on every CPU, so that no
+# test depends on the machine; the tests that compare two paths also run with bf16 forced
+# (tests/precision_helpers.py), and tests/test_precision.py checks the detection itself.
+os.environ["SEQLAB_NATIVE_BF16"] = "0"
 torch.set_num_threads(1)
 
 
@@ -36,11 +40,11 @@ ENCODER_DECODERS = {
     "bahdanau-location": BahdanauConfig(
         embed_dim=8, hidden_size=12, attention="location", max_len=16
     ),
-    "bahdanau-d2l-dot": BahdanauConfig(
-        embed_dim=8, hidden_size=12, num_layers=2, decoder="d2l", attention="dot"
+    "bahdanau-linear-dot": BahdanauConfig(
+        embed_dim=8, hidden_size=12, num_layers=2, decoder="linear", attention="dot"
     ),
-    "bahdanau-d2l-scaled": BahdanauConfig(
-        embed_dim=8, hidden_size=12, decoder="d2l", attention="scaled_dot"
+    "bahdanau-linear-scaled": BahdanauConfig(
+        embed_dim=8, hidden_size=12, decoder="linear", attention="scaled_dot"
     ),
     "transformer-post": TransformerConfig(
         d_model=16, num_heads=4, encoder_layers=2, decoder_layers=2, d_ff=32, max_len=32
@@ -69,19 +73,19 @@ def random_translation_batch(src_vocab=SRC_V, tgt_vocab=TGT_V, b=4, s=7, t=6, se
     """Random padded batch: source ``x <eos>``, target ``<bos> y`` / ``y <eos>``; row 0 has the
     longest source, the last row the longest target, the others are shorter (padded)."""
     g = torch.Generator().manual_seed(seed)
-    src_len = torch.randint(2, s + 1, (b,), generator=g)
-    src_len[0] = s
-    tgt_len = torch.randint(2, t + 1, (b,), generator=g)
-    tgt_len[-1] = t
+    src_lengths = torch.randint(2, s + 1, (b,), generator=g)
+    src_lengths[0] = s
+    tgt_lengths = torch.randint(2, t + 1, (b,), generator=g)
+    tgt_lengths[-1] = t
     src = torch.randint(4, src_vocab, (b, s), generator=g)
     y = torch.randint(4, tgt_vocab, (b, t), generator=g)
     tgt_in = torch.cat([torch.full((b, 1), BOS), y[:, :-1]], dim=1)
     tgt_out = y.clone()
     for i in range(b):
-        src[i, src_len[i] - 1], src[i, src_len[i] :] = EOS, PAD
-        tgt_out[i, tgt_len[i] - 1], tgt_out[i, tgt_len[i] :] = EOS, PAD
-        tgt_in[i, tgt_len[i] :] = PAD
-    return Batch(src, src_len, tgt_in, tgt_out, tgt_len, torch.arange(b))
+        src[i, src_lengths[i] - 1], src[i, src_lengths[i] :] = EOS, PAD
+        tgt_out[i, tgt_lengths[i] - 1], tgt_out[i, tgt_lengths[i] :] = EOS, PAD
+        tgt_in[i, tgt_lengths[i] :] = PAD
+    return Batch(src, src_lengths, tgt_in, tgt_out, tgt_lengths, torch.arange(b))
 
 
 def run_offline(args, empty, cwd=None, stdin=None):
@@ -103,3 +107,12 @@ def run_offline(args, empty, cwd=None, stdin=None):
         env=env,
         timeout=120,
     )
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory):
+    """Tiny trained runs of every task by name (``tiny_runs["mt"]``), each trained once per
+    session on first use (see tiny_runs.py)."""
+    from tiny_runs import TinyRuns
+
+    return TinyRuns(tmp_path_factory.mktemp("tiny-runs"))

@@ -45,7 +45,7 @@ def test_causal_mask_is_bottom_right_aligned(tq, tk):
 def test_masked_softmax_matches_softmax_over_valid_prefix():
     scores = torch.randn(B, TQ, TK)
     lens = torch.tensor([1, 4, 6])
-    w = masked_softmax(scores, valid_lens=lens)
+    w = masked_softmax(scores, lengths=lens)
     for b, n in enumerate(lens.tolist()):
         torch.testing.assert_close(w[b, :, :n], torch.softmax(scores[b, :, :n], -1))
         assert (w[b, :, n:] == 0).all()
@@ -55,7 +55,7 @@ def test_masked_softmax_matches_softmax_over_valid_prefix():
 def test_masked_softmax_fully_masked_row_is_zero_without_nan_in_grad():
     scores = torch.randn(2, 3, 5, requires_grad=True)
     lens = torch.tensor([[0, 2, 5], [3, 0, 1]])  # per query, two rows fully masked
-    w = masked_softmax(scores, valid_lens=lens)
+    w = masked_softmax(scores, lengths=lens)
     assert torch.isfinite(w).all()
     assert (w[0, 0] == 0).all() and (w[1, 1] == 0).all()
     sums = w.sum(-1)
@@ -319,14 +319,14 @@ def test_config_refuses_dot_with_the_papers_bidirectional_decoder():
     from seqlab.config import config_from_dict
     from seqlab.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="use decoder: d2l"):
+    with pytest.raises(ConfigError, match="use decoder: linear"):
         config_from_dict(
             {"data": {"dataset": "fra-eng"}, "model": {"arch": "bahdanau", "attention": "dot"}}
         )
     cfg = config_from_dict(
         {
             "data": {"dataset": "fra-eng"},
-            "model": {"arch": "bahdanau", "attention": "dot", "decoder": "d2l"},
+            "model": {"arch": "bahdanau", "attention": "dot", "decoder": "linear"},
         }
     )
-    assert cfg.model.decoder == "d2l"
+    assert cfg.model.decoder == "linear"

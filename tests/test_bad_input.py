@@ -15,7 +15,7 @@ from seqlab.cli import main
 from seqlab.config import config_from_dict, load_config
 from seqlab.errors import ConfigError
 from seqlab.experiment import train
-from seqlab.training import checkpoint as ckpt
+from seqlab.rundir import RunDir
 from seqlab.training.callbacks import read_metrics
 
 TEXT = "the time traveller for so it will be convenient to speak of him was expounding. " * 30
@@ -192,11 +192,11 @@ def test_divergence_keeps_the_last_good_checkpoint_and_its_advice_works(tmp_path
     assert "at step 4" in proc.stderr and "step-00000002" in proc.stderr
     advice = "seqlab train --resume " + str(tmp_path / "run") + " train.lr=<lower>"
     assert advice in proc.stderr
-    assert ckpt.list_steps(tmp_path / "run") == [2]
+    assert RunDir(tmp_path / "run").steps() == [2]
     for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines():
         json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in metrics.jsonl"))
     assert main(["train", "--resume", str(tmp_path / "run"), "train.lr=0.0005"]) == 0
-    assert ckpt.pointer(tmp_path / "run", "latest") == 8
+    assert RunDir(tmp_path / "run").pointer("latest") == 8
 
 
 def test_resuming_a_finished_run_changes_nothing(runs, tmp_path, capsys):
@@ -338,13 +338,13 @@ def test_a_failing_plot_costs_no_training(tmp_path, monkeypatch, runs):
     monkeypatch.setattr("seqlab.plotting.plot_curves", broken)
     with pytest.warns(UserWarning, match="could not draw .*curves.png: disk full"):
         summary = train(config_from_dict(lm_raw(runs / "corpus.txt")), tmp_path / "r")
-    assert summary["step"] == 4 and ckpt.list_steps(tmp_path / "r")[-1] == 4
+    assert summary["step"] == 4 and RunDir(tmp_path / "r").steps()[-1] == 4
 
 
 def test_damaged_checkpoint_metadata(runs, tmp_path, capsys):
     run = tmp_path / "lm"
     shutil.copytree(runs / "lm", run)
-    meta_path = ckpt.find_checkpoint(run, "best") / "meta.json"
+    meta_path = RunDir(run).checkpoint("best") / "meta.json"
     meta = json.loads(meta_path.read_text())
     meta["step"] = "twelve"
     meta_path.write_text(json.dumps(meta))

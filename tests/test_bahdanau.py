@@ -29,8 +29,8 @@ LAYERS = pytest.mark.parametrize("layers", [1, 2])
 def test_annotations_are_both_directions_and_s0_is_tanh_ws_backward_h1():
     """h_j = [→h_j; ←h_j] (§3.2), s_0 = tanh(W_s ←h_1) (appendix A.2.2), keys = U h_j."""
     model, batch = make_model(), make_batch()
-    memory = model.encode(batch.src, batch.src_len)
-    i, n = 1, int(batch.src_len[1])
+    memory = model.encode(batch.src, batch.src_lengths)
+    i, n = 1, int(batch.src_lengths[1])
     out, h_n = model.encoder(model.src_embed(batch.src[i : i + 1, :n]))  # unpadded
     torch.testing.assert_close(memory.annotations[i, :n], out[0], atol=1e-6, rtol=0)
     assert (memory.annotations[i, n:] == 0).all()
@@ -44,10 +44,10 @@ def test_annotations_are_both_directions_and_s0_is_tanh_ws_backward_h1():
 def test_alignment_scores_the_previous_state():
     """e_1j = vᵀ tanh(W s_0 + U h_j): the first alignment uses the initial state (eq. 6)."""
     model, batch = make_model(), make_batch()
-    memory = model.encode(batch.src, batch.src_len)
+    memory = model.encode(batch.src, batch.src_lengths)
     s0 = model.init_state(memory)[0]
     _, _, alpha = model.decode_step(
-        memory, model.init_state(memory), batch.tgt_in[:, 0], need_attention=True
+        memory, model.init_state(memory), batch.tgt_in[:, 0], need_weights=True
     )
     h = memory.annotations  # (B, S, 2H)
     att = model.attention
@@ -70,23 +70,23 @@ def test_decoder_step_is_a_gru_cell_on_embedding_and_context():
     torch.testing.assert_close(ours, cell(torch.cat([y, c], dim=1), s))
 
 
-def test_d2l_decoder_starts_from_the_encoder_and_queries_with_the_previous_top_state():
-    """seed 000 / d2l §10.4: s_0 = the encoder's final states; the query of step i is the
+def test_linear_decoder_starts_from_the_encoder_and_queries_with_the_previous_top_state():
+    """d2l.ai §11.4: s_0 = the encoder's final states; the query of step i is the
     previous top-layer decoder state s_{i-1}^{(L)}; keys = values = encoder outputs."""
     from seqlab.nn.attention import attention_pool
 
-    cfg = BahdanauConfig(embed_dim=6, hidden_size=8, num_layers=2, decoder="d2l", dropout=0.0)
+    cfg = BahdanauConfig(embed_dim=6, hidden_size=8, num_layers=2, decoder="linear", dropout=0.0)
     model = build_model(cfg, src_vocab_size=11, tgt_vocab_size=9).eval()
     src = torch.randint(4, 11, (3, 5))
-    src_len = torch.tensor([5, 3, 4])
+    src_lengths = torch.tensor([5, 3, 4])
     tokens = torch.randint(4, 9, (3, 4))
     with torch.no_grad():
-        memory = model.encode(src, src_len)
+        memory = model.encode(src, src_lengths)
         _, final = model.encoder(model.src_embed(src[:1, :5]))
         torch.testing.assert_close(memory.final[:, :1], final)  # unpadded row: plain GRU
         state = model.init_state(memory)
         torch.testing.assert_close(state, memory.final)
-        _, _, weights = model.run_decoder(memory, tokens, state, need_attention=True)
+        _, _, weights = model.run_decoder(memory, tokens, state, need_weights=True)
         expected = []
         s = state
         for i in range(tokens.shape[1]):
@@ -94,6 +94,6 @@ def test_d2l_decoder_starts_from_the_encoder_and_queries_with_the_previous_top_s
                 model.attention, s[-1], memory.keys, memory.annotations, memory.mask
             )
             expected.append(alpha)
-            _, s, _ = model.run_decoder(memory, tokens[:, i : i + 1], s, need_attention=False)
+            _, s, _ = model.run_decoder(memory, tokens[:, i : i + 1], s, need_weights=False)
         torch.testing.assert_close(weights, torch.stack(expected, dim=1))
     assert memory.annotations.shape == (3, 5, 8)  # one direction: keys of size H

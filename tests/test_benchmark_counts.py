@@ -21,10 +21,10 @@ def test_training_flops_by_hand():
     # one sentence: 3 source positions, 2 target positions; a second row is padding-only work
     batch = Batch(
         src=torch.zeros(2, 3, dtype=torch.long),
-        src_len=torch.tensor([3, 1]),
+        src_lengths=torch.tensor([3, 1]),
         tgt_in=torch.zeros(2, 2, dtype=torch.long),
         tgt_out=torch.zeros(2, 2, dtype=torch.long),
-        tgt_len=torch.tensor([2, 1]),
+        tgt_lengths=torch.tensor([2, 1]),
         indices=torch.arange(2),
     )
     # d = 4, d_ff = 8, V = 10. Sentence (S=3, T=2):

@@ -69,7 +69,7 @@ def test_cross_field_check(tmp_path):
 
 
 def test_overrides_are_typed_and_validated(tmp_path):
-    path = write(tmp_path, {"model": {"arch": "rnn_lm"}})
+    path = write(tmp_path, {"data": {"dataset": "timemachine"}, "model": {"arch": "rnn_lm"}})
     cfg = load_config(path, ["train.lr=3e-4", "model.num_layers=3", "train.max_steps=10"])
     assert cfg.train.lr == pytest.approx(3e-4)
     assert isinstance(cfg.model, RNNLMConfig) and cfg.model.num_layers == 3
@@ -84,7 +84,8 @@ def test_overrides_are_typed_and_validated(tmp_path):
 
 
 def test_override_can_switch_model_arch(tmp_path):
-    cfg = load_config(write(tmp_path, {}), ["model.arch=transformer_lm", "model.d_model=64"])
+    overrides = ["data.dataset=timemachine", "model.arch=transformer_lm", "model.d_model=64"]
+    cfg = load_config(write(tmp_path, {}), overrides)
     assert isinstance(cfg.model, TransformerLMConfig) and cfg.model.d_model == 64
 
 

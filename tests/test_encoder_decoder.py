@@ -16,6 +16,7 @@ from conftest import (
     make_encoder_decoder,
     random_translation_batch,
 )
+from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.data.translation_batching import Batch
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.tokens import PAD
@@ -28,12 +29,12 @@ B, S, T = 4, 7, 6
 def test_shapes_and_attention(name):
     model, batch = make_encoder_decoder(name), random_translation_batch()
     assert isinstance(model, EncoderDecoder)
-    memory = model.encode(batch.src, batch.src_len)
-    logits, weights = model.decode(memory, batch.tgt_in, need_attention=True)
+    memory = model.encode(batch.src, batch.src_lengths)
+    logits, weights = model.decode(memory, batch.tgt_in, need_weights=True)
     assert logits.shape == (B, T, TGT_V)
-    assert model(batch.src, batch.src_len, batch.tgt_in).shape == (B, T, TGT_V)
+    assert model(batch.src, batch.src_lengths, batch.tgt_in).shape == (B, T, TGT_V)
     step, _, step_weights = model.decode_step(
-        memory, model.init_state(memory), batch.tgt_in[:, 0], need_attention=True
+        memory, model.init_state(memory), batch.tgt_in[:, 0], need_weights=True
     )
     assert step.shape == (B, TGT_V)
     if not model.has_attention:
@@ -41,42 +42,49 @@ def test_shapes_and_attention(name):
         return
     assert weights.shape == (B, T, S) and step_weights.shape == (B, S)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, T))  # a distribution ...
-    pad = torch.arange(S)[None, None, :] >= batch.src_len[:, None, None]
+    pad = torch.arange(S)[None, None, :] >= batch.src_lengths[:, None, None]
     assert pad.any() and (weights[pad.expand_as(weights)] == 0).all()  # ... over real positions
     assert model.decode(memory, batch.tgt_in)[1] is None  # only when asked for
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @VARIANTS
-def test_teacher_forcing_equals_step_by_step(name):
+def test_teacher_forcing_equals_step_by_step(name, precision):
     model, batch = make_encoder_decoder(name), random_translation_batch()
-    memory = model.encode(batch.src, batch.src_len)
-    full, full_weights = model.decode(memory, batch.tgt_in, need_attention=True)
-    state, steps, weights = model.init_state(memory), [], []
-    for t in range(T):
-        logits, state, w = model.decode_step(memory, state, batch.tgt_in[:, t], need_attention=True)
-        steps.append(logits)
-        weights.append(w)
-    torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-5, rtol=0)
+    with computing_in(precision):
+        memory = model.encode(batch.src, batch.src_lengths)
+        full, full_weights = model.decode(memory, batch.tgt_in, need_weights=True)
+        state, steps, weights = model.init_state(memory), [], []
+        for t in range(T):
+            logits, state, w = model.decode_step(
+                memory, state, batch.tgt_in[:, t], need_weights=True
+            )
+            steps.append(logits)
+            weights.append(w)
+    assert_close_in(precision, torch.stack(steps, dim=1), full)
     if model.has_attention:
-        torch.testing.assert_close(torch.stack(weights, dim=1), full_weights, atol=1e-6, rtol=0)
+        assert_close_in(precision, torch.stack(weights, dim=1), full_weights, atol=1e-6)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @VARIANTS
-def test_padding_and_batch_do_not_change_a_sentence(name):
+def test_padding_and_batch_do_not_change_a_sentence(name, precision):
     model, batch = make_encoder_decoder(name), random_translation_batch()
-    logits = model(batch.src, batch.src_len, batch.tgt_in)
-    extra = torch.cat([batch.src, torch.full((B, 3), PAD)], dim=1)  # more source padding
-    torch.testing.assert_close(model(extra, batch.src_len, batch.tgt_in), logits, atol=1e-5, rtol=0)
-    for i in range(B):
-        n = int(batch.src_len[i])
-        alone = model(batch.src[i : i + 1, :n], batch.src_len[i : i + 1], batch.tgt_in[i : i + 1])
-        torch.testing.assert_close(alone[0], logits[i], atol=1e-5, rtol=0)
+    with computing_in(precision):
+        logits = model(batch.src, batch.src_lengths, batch.tgt_in)
+        extra = torch.cat([batch.src, torch.full((B, 3), PAD)], dim=1)  # more source padding
+        assert_close_in(precision, model(extra, batch.src_lengths, batch.tgt_in), logits)
+        for i in range(B):
+            n = int(batch.src_lengths[i])
+            src, src_lengths = batch.src[i : i + 1, :n], batch.src_lengths[i : i + 1]
+            alone = model(src, src_lengths, batch.tgt_in[i : i + 1])
+            assert_close_in(precision, alone[0], logits[i])
 
 
 @VARIANTS
 def test_reorder_selects_rows(name):
     model, batch = make_encoder_decoder(name), random_translation_batch()
-    memory = model.encode(batch.src, batch.src_len)
+    memory = model.encode(batch.src, batch.src_lengths)
     _, state, _ = model.decode_step(memory, model.init_state(memory), batch.tgt_in[:, 0])
     idx = torch.tensor([3, 0, 0, 2])  # select, repeat, permute
     logits, _, _ = model.decode_step(memory, state, batch.tgt_in[:, 1])
@@ -93,19 +101,19 @@ def test_loss_ignores_padding_and_smooths_labels(name):
     ε · mean over the vocabulary of -log p."""
     model, batch = make_encoder_decoder(name), random_translation_batch()
     loss, num_tokens = model.loss(batch)
-    assert num_tokens == int(batch.tgt_len.sum())
-    pad = torch.arange(T)[None, :] >= batch.tgt_len[:, None]  # (B, T)
+    assert num_tokens == int(batch.tgt_lengths.sum())
+    pad = torch.arange(T)[None, :] >= batch.tgt_lengths[:, None]  # (B, T)
     assert pad.any()
     noisy = Batch(
         batch.src,
-        batch.src_len,
+        batch.src_lengths,
         batch.tgt_in.masked_fill(pad, 7),  # decoder inputs after the end
         batch.tgt_out.masked_fill(pad, 5),  # labels after the end
-        batch.tgt_len,
+        batch.tgt_lengths,
         batch.indices,
     )
     torch.testing.assert_close(model.loss(noisy)[0], loss)
-    logp = model(batch.src, batch.src_len, batch.tgt_in).log_softmax(-1)  # (B, T, V)
+    logp = model(batch.src, batch.src_lengths, batch.tgt_in).log_softmax(-1)  # (B, T, V)
     nll = -logp.gather(-1, batch.tgt_out.clamp(max=TGT_V - 1)[..., None])[..., 0][~pad].mean()
     torch.testing.assert_close(loss, nll)
     uniform = -logp.mean(-1)[~pad].mean()

@@ -90,7 +90,7 @@ def test_large_recurrent_weights_make_plain_rnn_gradients_explode():
 
 @pytest.mark.parametrize("cell", ["rnn", "rnn_relu"])
 @pytest.mark.parametrize("scale", [0.5, 1.0, 4.0])
-def test_measured_gradients_stay_under_the_slides_bound(cell, scale):
+def test_measured_gradients_stay_under_the_analytic_bound(cell, scale):
     from seqlab.analysis.gradients import gradient_bound
 
     norms = measure_gradient_norms(cell, seq_len=20, hidden_size=16, recurrent_scale=scale)

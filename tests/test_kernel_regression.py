@@ -49,7 +49,7 @@ def test_leave_one_out_keys_exclude_the_query_itself():
     assert keys.tolist() == [[2, 3, 4], [1, 3, 4], [1, 2, 4], [1, 2, 3]]
 
 
-def test_data_matches_the_notes():
+def test_data_matches_d2l_0_17():
     x_train, y_train, x_test, y_truth = make_data(seed=3)
     assert x_train.shape == (50,) and (x_train[1:] >= x_train[:-1]).all()
     assert x_train.min() >= 0 and x_train.max() < 5

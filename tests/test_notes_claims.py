@@ -1,5 +1,6 @@
-"""The notes' claims, measured: positional encoding, √d_k scaling, the worked self-attention
-example, and the demo list."""
+"""Published claims, measured: positional encoding (Vaswani et al. 2017, §3.5), √d_k scaling
+(§3.2.1), the worked self-attention example (Alammar's "The Illustrated Transformer"), the training
+choices of d2l.ai ch. 9, and the demo list."""
 
 import subprocess
 import sys
@@ -26,15 +27,16 @@ def test_cosine_similarity_of_positions_depends_on_the_offset_only(d_model):
     assert float(offset_spread(sim).max()) < 1e-6  # same value along every diagonal
     offsets = torch.arange(200)
     measured = torch.stack([sim.diagonal(k)[0] for k in range(200)])
-    # (2/d) Σ_i cos(k ω_i): the per-frequency value is cos(k/f_i), not seed 003's expression
+    # (2/d) Σ_i cos(k ω_i): the per-frequency value is cos(k/f_i)
     torch.testing.assert_close(measured, predicted_cosine(offsets, d_model), atol=1e-6, rtol=0)
 
-    # seed 003's last line, cos(k/f) - sin(k/f) sin(t/f) cos(t/f), still depends on t
-    def seed_003(t, k=1.0):
+    # a derivation that drops a term ends in cos(k/f) - sin(k/f) sin(t/f) cos(t/f), which still
+    # depends on t: the measurement tells the two apart
+    def dropped_term(t, k=1.0):
         t, k = torch.tensor(t), torch.tensor(k)
         return float(torch.cos(k) - torch.sin(k) * torch.sin(t) * torch.cos(t))
 
-    assert abs(seed_003(1.0) - seed_003(2.0)) > 0.5
+    assert abs(dropped_term(1.0) - dropped_term(2.0)) > 0.5
 
 
 def test_binary_codes_lowest_bit_first():
@@ -60,14 +62,14 @@ def test_worked_example_divides_by_8_and_matches_the_module():
     assert steps["max_abs_error"] < 1e-5 and steps["weight_error"] < 1e-6
 
 
-def test_demo_list_names_every_demo_with_its_seed():
+def test_demo_list_names_every_demo_with_its_source():
     out = subprocess.run(
         [sys.executable, "-m", "seqlab", "demo", "--list"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
     for name, demo in DEMOS.items():
         line = next(x for x in out.stdout.splitlines() if x.startswith(name + " "))
-        assert demo.seeds in line and demo.section in line
+        assert demo.source in line and demo.section in line
     help_text = subprocess.run(
         [sys.executable, "-m", "seqlab", "demo", "--help"], capture_output=True, text=True
     ).stdout
@@ -88,7 +90,7 @@ def test_sequential_operations_and_path_lengths_measured_from_the_layers():
         )  # O(1), O(1)
 
 
-# ---------------------------------------------------- training claims of seed 000, measured
+# ------------------------------------------------ training claims of d2l.ai ch. 9, measured
 class _Toy:
     """Four minibatches of ``(x (2, 3), y (2,))`` for a one-layer recurrent toy."""
 

@@ -125,7 +125,8 @@ def test_to_backend_keeps_dtype_and_copies_weights():
 
 
 BACKEND_CELLS = [
-    ("scratch", c) for c in ["rnn", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm"]
+    ("scratch", c)
+    for c in ["rnn", "gru", "gru_reset_before", "output_gated_rnn", "lstm", "peephole_lstm"]
 ] + [("fused", c) for c in ["rnn", "gru", "lstm"]]
 
 
@@ -162,7 +163,9 @@ def test_full_lengths_equal_no_lengths(backend):
     torch.testing.assert_close(h_len, h_plain, atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("cell", ["rnn", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm"])
+@pytest.mark.parametrize(
+    "cell", ["rnn", "gru", "gru_reset_before", "output_gated_rnn", "lstm", "peephole_lstm"]
+)
 def test_stepping_a_cell_by_hand_equals_the_layer(cell):
     rnn = RNN(cell, I, H)
     x = torch.randn(B, T, I)
@@ -266,41 +269,42 @@ def test_invalid_arguments_fail_with_clear_messages():
         fused_to_scratch_state_dict(lstm.state_dict(), 2, False)
 
 
-def test_notes_gru_against_its_equation_and_against_pytorchs_form():
-    """seed 000: H̃ = tanh(X W_xh + (R ⊙ H) W_hh + b_h); PyTorch: tanh(X W_xh + R ⊙ (H W_hh + b))."""
-    from seqlab.nn.rnn import GRUCell, GRUNotesCell
+def test_reset_before_gru_against_its_equation_and_against_pytorchs_form():
+    """d2l.ai §10.2.2: H̃ = tanh(X W_xh + (R ⊙ H) W_hh + b_h); PyTorch's nn.GRU:
+    H̃ = tanh(X W_xh + R ⊙ (H W_hh + b))."""
+    from seqlab.nn.rnn import GRUCell, GRUResetBeforeCell
 
-    notes = GRUNotesCell(I, H).double()
+    before = GRUResetBeforeCell(I, H).double()
     x = torch.randn(B, I, dtype=torch.float64)
     h = torch.randn(B, H, dtype=torch.float64)
-    wx_r, wx_z, wx_h = notes.weight_ih.chunk(3)  # (H, I) each
-    wh_r, wh_z, wh_h = notes.weight_hh.chunk(3)  # (H, H) each
-    bx_r, bx_z, bx_h = notes.bias_ih.chunk(3)
-    bh_r, bh_z, bh_h = notes.bias_hh.chunk(3)
+    wx_r, wx_z, wx_h = before.weight_ih.chunk(3)  # (H, I) each
+    wh_r, wh_z, wh_h = before.weight_hh.chunk(3)  # (H, H) each
+    bx_r, bx_z, bx_h = before.bias_ih.chunk(3)
+    bh_r, bh_z, bh_h = before.bias_hh.chunk(3)
     r = torch.sigmoid(x @ wx_r.T + bx_r + h @ wh_r.T + bh_r)
     z = torch.sigmoid(x @ wx_z.T + bx_z + h @ wh_z.T + bh_z)
     candidate = torch.tanh(x @ wx_h.T + bx_h + (r * h) @ wh_h.T + bh_h)
     expected = z * h + (1 - z) * candidate
-    (got,) = notes(x, (h,))
+    (got,) = before(x, (h,))
     torch.testing.assert_close(got, expected)
     # the same weights in PyTorch's form give another function ...
     torch_form = GRUCell(I, H).double()
-    torch_form.load_state_dict(notes.state_dict())
+    torch_form.load_state_dict(before.state_dict())
     (other,) = torch_form(x, (h,))
     assert (other - got).abs().max() > 1e-3
     # ... that agrees when the reset gate is open (r = 1) and b_hn = 0
     with torch.no_grad():
-        for cell in (notes, torch_form):
+        for cell in (before, torch_form):
             cell.bias_hh[2 * H :] = 0.0
             cell.bias_ih[:H] = 1e3  # r = σ(large) = 1
-    torch.testing.assert_close(notes(x, (h,))[0], torch_form(x, (h,))[0])
+    torch.testing.assert_close(before(x, (h,))[0], torch_form(x, (h,))[0])
 
 
-def test_gated_rnn_against_its_equation():
-    """seed 003: ĥ_t = tanh(W_i x_t + W_h h_{t-1}), g_t = σ(U_g x_t + W_g h_{t-1}), h_t = ĥ_t ∘ g_t."""
-    from seqlab.nn.rnn import GatedRNNCell
+def test_output_gated_rnn_against_its_equation():
+    """ĥ_t = tanh(W_i x_t + W_h h_{t-1}), g_t = σ(U_g x_t + W_g h_{t-1}), h_t = ĥ_t ∘ g_t."""
+    from seqlab.nn.rnn import OutputGatedRNNCell
 
-    cell = GatedRNNCell(I, H).double()
+    cell = OutputGatedRNNCell(I, H).double()
     x = torch.randn(B, I, dtype=torch.float64)
     h = torch.randn(B, H, dtype=torch.float64)
     pre = x @ cell.weight_ih.T + cell.bias_ih + h @ cell.weight_hh.T + cell.bias_hh  # (B, 2H)
@@ -310,7 +314,7 @@ def test_gated_rnn_against_its_equation():
     assert cell.weight_ih.shape == (2 * H, I)
 
 
-@pytest.mark.parametrize("cell", ["gru_notes", "gated_rnn", "peephole_lstm"])
+@pytest.mark.parametrize("cell", ["gru_reset_before", "output_gated_rnn", "peephole_lstm"])
 def test_scratch_only_cells_refuse_the_fused_backend(cell):
     with pytest.raises(ValueError, match=f"cell '{cell}' has no fused backend"):
         RNN(cell, I, H, backend="fused")

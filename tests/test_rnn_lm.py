@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.config import RNNLMConfig, config_from_dict
 from seqlab.errors import ConfigError
 from seqlab.models.rnn_lm import RNNLanguageModel, generate
@@ -73,13 +74,15 @@ def test_one_hot_input_feeds_the_vocabulary_size_to_the_rnn():
 
 
 @pytest.mark.parametrize("backend", ["scratch", "fused"])
-def test_batch_of_one_equals_batch_of_n(backend):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_batch_of_one_equals_batch_of_n(backend, precision):
     model = make_model("lstm", backend=backend)
     tokens = torch.randint(0, V, (4, 9))
-    full, _ = model(tokens)
-    for b in range(4):
-        alone, _ = model(tokens[b : b + 1])
-        torch.testing.assert_close(alone[0], full[b], atol=ATOL, rtol=0)
+    with computing_in(precision):
+        full, _ = model(tokens)
+        for b in range(4):
+            alone, _ = model(tokens[b : b + 1])
+            assert_close_in(precision, alone[0], full[b], atol=ATOL)
 
 
 @pytest.mark.parametrize("embed_dim", [0, 6])

@@ -20,8 +20,8 @@ def make_batch(b=4, s=7, t=6, seed=0):
 
 def test_context_is_encoder_top_final_state_after_last_real_token():
     model, batch = make_model("gru", 2), make_batch()
-    memory = model.encode(batch.src, batch.src_len)
-    n = int(batch.src_len[1])
+    memory = model.encode(batch.src, batch.src_lengths)
+    n = int(batch.src_lengths[1])
     _, h = model.encoder(model.src_embed(batch.src[1:2, :n]))  # unpadded, no packing
     torch.testing.assert_close(memory.context[1], h[-1, 0], atol=1e-6, rtol=0)
     torch.testing.assert_close(model.init_state(memory)[:, 1], h[:, 0], atol=1e-6, rtol=0)

@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.nn.attention import causal_mask, padding_mask
 from seqlab.nn.transformer import (
     AddNorm,
@@ -100,15 +101,17 @@ def _decode_incrementally(dec, tgt, chunks, memory=None, lens=None):
 @pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
 @pytest.mark.parametrize("chunks", [[1] * 7, [3, 1, 1, 2]])
-def test_encoder_decoder_cached_decoding_matches_full_pass(norm, positional, chunks):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_encoder_decoder_cached_decoding_matches_full_pass(norm, positional, chunks, precision):
     enc, dec = _stacks(norm, positional)
     src, lens = torch.randint(V, (2, 6)), torch.tensor([6, 4])
     tgt = torch.randint(V, (2, 7))
-    memory, _ = enc(src, lens)
-    full = dec(tgt, memory, lens)
+    with computing_in(precision):
+        memory, _ = enc(src, lens)
+        full = dec(tgt, memory, lens)
+        incremental = _decode_incrementally(dec, tgt, chunks, memory, lens)
     assert full.cache is None and full.hidden.shape == (2, 7, D)
-    incremental = _decode_incrementally(dec, tgt, chunks, memory, lens)
-    torch.testing.assert_close(incremental, full.hidden, atol=1e-5, rtol=0)
+    assert_close_in(precision, incremental, full.hidden)
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -123,7 +126,8 @@ def test_decoder_only_cached_decoding_matches_full_pass(norm, chunks):
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_padding_and_batching_do_not_change_real_positions(norm):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_padding_and_batching_do_not_change_real_positions(norm, precision):
     """Each padded row of a batch decodes exactly as the same sentence alone, unpadded."""
     enc, dec = _stacks(norm)
     lens = torch.tensor([5, 2, 4])
@@ -131,13 +135,14 @@ def test_padding_and_batching_do_not_change_real_positions(norm):
     src[1, 2:] = 0
     src[2, 4:] = 0  # padding
     tgt = torch.randint(V, (3, 4))
-    memory, _ = enc(src, lens)
-    batch_out = dec(tgt, memory, lens).hidden
-    for b, n in enumerate(lens.tolist()):
-        memory_b, _ = enc(src[b : b + 1, :n])  # no padding, no mask, batch of 1
-        torch.testing.assert_close(memory[b, :n], memory_b[0], atol=1e-5, rtol=0)
-        alone = dec(tgt[b : b + 1], memory_b).hidden
-        torch.testing.assert_close(batch_out[b], alone[0], atol=1e-5, rtol=0)
+    with computing_in(precision):
+        memory, _ = enc(src, lens)
+        batch_out = dec(tgt, memory, lens).hidden
+        for b, n in enumerate(lens.tolist()):
+            memory_b, _ = enc(src[b : b + 1, :n])  # no padding, no mask, batch of 1
+            assert_close_in(precision, memory[b, :n], memory_b[0])
+            alone = dec(tgt[b : b + 1], memory_b).hidden
+            assert_close_in(precision, batch_out[b], alone[0])
 
 
 def test_padding_changes_outputs_without_a_mask():
@@ -153,8 +158,8 @@ def test_attention_weights_per_layer_and_head():
     enc, dec = _stacks()
     src, lens = torch.randint(V, (2, 6)), torch.tensor([6, 3])
     tgt = torch.randint(V, (2, 5))
-    memory, enc_w = enc(src, lens, return_attention=True)
-    out = dec(tgt, memory, lens, return_attention=True)
+    memory, enc_w = enc(src, lens, need_weights=True)
+    out = dec(tgt, memory, lens, need_weights=True)
     assert len(enc_w) == len(out.self_attention) == len(out.cross_attention) == LAYERS
     for w in enc_w:
         assert w.shape == (2, H, 6, 6)
@@ -173,9 +178,9 @@ def test_cached_weights_cover_all_positions_so_far():
     _, dec = _stacks(cross=False)
     tgt = torch.randint(V, (1, 4))
     out = dec(tgt[:, :3], cache=dec.init_cache(1))
-    step = dec(tgt[:, 3:], cache=out.cache, return_attention=True)
+    step = dec(tgt[:, 3:], cache=out.cache, need_weights=True)
     assert step.self_attention[0].shape == (1, H, 1, 4)
-    full = dec(tgt, return_attention=True)
+    full = dec(tgt, need_weights=True)
     torch.testing.assert_close(
         step.self_attention[1][:, :, 0], full.self_attention[1][:, :, 3], atol=1e-5, rtol=0
     )

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from conftest import random_translation_batch
+from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.config import TransformerConfig
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 
@@ -36,33 +37,37 @@ NORMS = pytest.mark.parametrize("norm", ["post", "pre"])
 
 def test_shapes():
     model, batch = make_model(), make_batch()
-    memory = model.encode(batch.src, batch.src_len)
+    memory = model.encode(batch.src, batch.src_lengths)
     assert len(memory.cross_kv) == 2 and memory.cross_kv[0].key.shape == (4, HEADS, 7, D // HEADS)
     assert memory.mask.shape == (4, 1, 7)
-    logits, weights = model.decode(memory, batch.tgt_in, need_attention=True)
+    logits, weights = model.decode(memory, batch.tgt_in, need_weights=True)
     assert logits.shape == (4, 6, TGT_V) and weights.shape == (4, 6, 7)
     assert model.decode(memory, batch.tgt_in)[1] is None
     state = model.init_state(memory)
     assert state.length == 0
-    step, state, weights = model.decode_step(memory, state, batch.tgt_in[:, 0], need_attention=True)
+    step, state, weights = model.decode_step(memory, state, batch.tgt_in[:, 0], need_weights=True)
     assert step.shape == (4, TGT_V) and weights.shape == (4, 7) and state.length == 1
     assert model.max_decode_len == 32
 
 
 @NORMS
-def test_fused_teacher_forcing_equals_explicit_and_cached(norm):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_fused_teacher_forcing_equals_explicit_and_cached(norm, precision):
     model, batch = make_model(norm), make_batch()
-    memory = model.encode(batch.src, batch.src_len)
-    full, full_weights = model.decode(memory, batch.tgt_in, need_attention=True)
-    fused, _ = model.decode(memory, batch.tgt_in)  # fused attention kernels
-    state, steps, weights = model.init_state(memory), [], []
-    for t in range(batch.tgt_in.shape[1]):
-        logits, state, w = model.decode_step(memory, state, batch.tgt_in[:, t], need_attention=True)
-        steps.append(logits)
-        weights.append(w)
-    torch.testing.assert_close(torch.stack(steps, dim=1), full, atol=1e-5, rtol=0)
-    torch.testing.assert_close(fused, full, atol=1e-5, rtol=0)
-    torch.testing.assert_close(torch.stack(weights, dim=1), full_weights, atol=1e-6, rtol=0)
+    with computing_in(precision):
+        memory = model.encode(batch.src, batch.src_lengths)
+        full, full_weights = model.decode(memory, batch.tgt_in, need_weights=True)
+        fused, _ = model.decode(memory, batch.tgt_in)  # fused attention kernels
+        state, steps, weights = model.init_state(memory), [], []
+        for t in range(batch.tgt_in.shape[1]):
+            logits, state, w = model.decode_step(
+                memory, state, batch.tgt_in[:, t], need_weights=True
+            )
+            steps.append(logits)
+            weights.append(w)
+    assert_close_in(precision, torch.stack(steps, dim=1), full)
+    assert_close_in(precision, fused, full)
+    assert_close_in(precision, torch.stack(weights, dim=1), full_weights, atol=1e-6)
     assert state.length == 6
 
 
@@ -72,9 +77,9 @@ def test_attention_layer_picks_a_layer():
     first = TransformerSeq2Seq(SRC_V, TGT_V, cfg, attention_layer=0).eval()
     last = TransformerSeq2Seq(SRC_V, TGT_V, cfg).eval()
     last.load_state_dict(first.state_dict())
-    memory = first.encode(batch.src, batch.src_len)
-    w0 = first.decode(memory, batch.tgt_in, need_attention=True)[1]
-    w1 = last.decode(memory, batch.tgt_in, need_attention=True)[1]
+    memory = first.encode(batch.src, batch.src_lengths)
+    w0 = first.decode(memory, batch.tgt_in, need_weights=True)[1]
+    w1 = last.decode(memory, batch.tgt_in, need_weights=True)[1]
     assert not torch.allclose(w0, w1)
     with pytest.raises(ValueError, match="attention_layer"):
         TransformerSeq2Seq(SRC_V, TGT_V, cfg, attention_layer=2)

@@ -4,11 +4,14 @@ import json
 import warnings
 
 import pytest
+import torch
 
+from precision_helpers import PRECISIONS, assert_same_outputs, computing_in
 from seqlab import load
 from seqlab.cli import main
 from seqlab.config import config_from_dict
 from seqlab.data.dates import NUM_FORMATS, date_splits, make_date_pairs, render
+from seqlab.errors import SeqlabError
 from seqlab.experiment import train
 from seqlab.tasks.translation import load_pairs, score_translations
 
@@ -68,7 +71,7 @@ def test_training_selects_on_bleu_and_averages(dates_run):
     assert "averaged" in summary and summary["averaged"]["steps"] == [3, 6]
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in records if r["kind"] == "eval"]
-    assert {"val_loss", "val_bleu", "val_chrf", "val_exact"} <= set(evals[0])
+    assert {"val_loss", "val_bleu", "val_bleu_paper", "val_chrf", "val_exact"} <= set(evals[0])
     assert (run / "curves.png").is_file() and (run / "src_vocab.json").is_file()
 
 
@@ -97,7 +100,7 @@ def test_translate_cli_handles_long_input_and_writes_attention(
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2  # one line per input, even for the over-long one
     assert any("truncated 1 of 2 input sentences" in str(w.message) for w in caught)
-    assert sorted(p.name for p in (tmp_path / "att").iterdir()) == [
+    assert sorted(p.name for p in (tmp_path / "att").glob("*.png")) == [
         "attention-0001.png",
         "attention-0002.png",
     ]
@@ -130,20 +133,41 @@ def test_translate_nbest_and_evaluate_json(dates_run, tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(run), "--split", "test", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["sentences"] == 20 and "tok:13a" in result["bleu_signature"]
+    assert 0.0 <= result["bleu_paper"] <= 100.0  # the dates target is scored as tgt_lang (de)
+    assert result["bleu_paper_signature"].startswith("moses:lc+norm+tok|lang:de|")
+    assert main(["evaluate", "--checkpoint", str(run), "--split", "test"]) == 0
+    text = capsys.readouterr().out
+    assert f"paper-style BLEU {result['bleu_paper']:.2f}" in text
+    assert result["bleu_paper_signature"] in text and "lowercased BLEU" not in text
 
 
-def test_greedy_and_beam1_agree_through_translate(dates_run):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_greedy_and_beam1_agree_through_translate(dates_run, precision):
+    """Greedy (the run's decode section, sorted batches) and beam 1 (one padded batch) give the
+    same outputs in fp32, and in bf16 up to near-ties; a sentence alone gives its batch output."""
     from seqlab.data.translation_batching import pad_sequences
     from seqlab.models.search import beam_search
 
     run, _ = dates_run
-    m = load(run)
+    m = load(run, precision=precision)
+    assert m.precision.precision == precision
     sources = [s for s, _ in load_pairs(m.cfg)["val"]]
     greedy = m.hypotheses(sources)  # the run's decode section: greedy
     assert m.cfg.decode.strategy == "greedy"
-    src, src_len = pad_sequences([m.source_ids(s) for s in sources])
+    ids = [m.source_ids(s) for s in sources]
+    src, src_lengths = pad_sequences(ids)
     limits = {"max_len_a": m.cfg.decode.max_len_a, "max_len_b": m.cfg.decode.max_len_b}
-    beam1 = beam_search(m.model, src, src_len, beam_size=1, **limits)
-    assert [g[0].tokens for g in greedy] == [b[0].tokens for b in beam1]
-    alone = m.hypotheses(sources[:1])
-    assert alone[0][0].tokens == greedy[0][0].tokens
+    with computing_in(precision):
+        beam1 = beam_search(m.model, src, src_lengths, beam_size=1, **limits)
+    tokens = [g[0].tokens for g in greedy]
+    assert_same_outputs(m.model, ids, tokens, [b[0].tokens for b in beam1], precision, alpha=1.0)
+    alone = [m.hypotheses([s])[0][0].tokens for s in sources[:4]]
+    assert_same_outputs(m.model, ids[:4], alone, tokens[:4], precision)
+
+
+def test_inference_is_fp32_unless_asked(dates_run):
+    run, _ = dates_run
+    assert load(run).precision.precision == "fp32"
+    assert load(run, precision="bf16").precision.dtype == torch.bfloat16
+    with pytest.raises(SeqlabError, match="precision must be fp32 or bf16, got 'fp16'"):
+        load(run, precision="fp16")

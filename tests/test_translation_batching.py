@@ -106,7 +106,7 @@ def test_pad_sequences_and_collate_pad_with_one():
     assert b.src.shape == (3, 8) and b.tgt_in.shape == b.tgt_out.shape == (3, 6)
     assert b.indices.tolist() == [1, 0, 2] and len(b) == 3
     for row in range(3):
-        s, t = int(b.src_len[row]), int(b.tgt_len[row])
+        s, t = int(b.src_lengths[row]), int(b.tgt_lengths[row])
         assert (b.src[row, s:] == PAD).all() and (b.src[row, :s] != PAD).all()
         assert (b.tgt_out[row, t:] == PAD).all() and b.tgt_out[row, t - 1] == EOS
         assert b.tgt_in[row, 0] == BOS and (b.tgt_in[row, 1:t] == b.tgt_out[row, : t - 1]).all()
@@ -168,10 +168,10 @@ def test_an_example_over_the_budget_gets_a_batch_of_its_own():
 def test_padding_ratio_by_hand():
     b = Batch(
         src=torch.tensor([[4, 5, EOS], [4, EOS, PAD]]),  # (2, 3)
-        src_len=torch.tensor([3, 2]),
+        src_lengths=torch.tensor([3, 2]),
         tgt_in=torch.tensor([[BOS, 6, 7, 8], [BOS, PAD, PAD, PAD]]),  # (2, 4)
         tgt_out=torch.tensor([[6, 7, 8, EOS], [EOS, PAD, PAD, PAD]]),
-        tgt_len=torch.tensor([4, 1]),
+        tgt_lengths=torch.tensor([4, 1]),
         indices=torch.tensor([0, 1]),
     )
     r = padding_ratio([b, b])

@@ -20,8 +20,12 @@ if TYPE_CHECKING:
     from seqlab.tasks.base import Predictor
 
 
-def load(run_dir: str | Path, which: str = "best") -> Predictor:
-    """Load a trained model from its run directory (``best``, ``latest`` or a step number)."""
+def load(run_dir: str | Path, which: str = "best", precision: str | None = None) -> Predictor:
+    """Load a trained model from its run directory (``best``, ``latest`` or a step number).
+
+    Inference runs in fp32 unless ``precision="bf16"`` (faster where the CPU has native bf16;
+    outputs agree with fp32 up to near-tied tokens): see :mod:`seqlab.precision`.
+    """
     from seqlab.tasks import load as load_run
 
-    return load_run(run_dir, which)
+    return load_run(run_dir, which, precision)

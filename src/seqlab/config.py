@@ -18,20 +18,29 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from seqlab.deprecation import renamed_value
 from seqlab.errors import ConfigError
 
 Positive = Annotated[int, Field(gt=0)]
 NonNegative = Annotated[int, Field(ge=0)]
 Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
+#: an exponential-moving-average coefficient (Adam's β₁, β₂)
+Decay = Annotated[float, Field(ge=0.0, lt=1.0)]
+#: the largest learning rate accepted (SGD on recurrent LMs uses up to ~20; beyond 100 is a typo)
+MAX_LR = 100.0
 
 
 class Strict(BaseModel):
     """Base for every config section: unknown keys are errors, values are never coerced
-    (``true`` is not the number 1, ``"3"`` is not 3), assignments are validated."""
+    (``true`` is not the number 1, ``"3"`` is not 3), assignments are validated, and every
+    number is finite (``.inf``, ``.nan`` and ``1e309``, which YAML reads as infinity, are
+    refused); each float field also states the range that makes sense for it."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, strict=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, frozen=False, strict=True, allow_inf_nan=False
+    )
 
 
 # ----------------------------------------------------------------------------------------- data
@@ -149,9 +158,11 @@ def check_heads(d_model: int | None, num_heads: int | None) -> None:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
 
 
-CellName = Literal["rnn", "rnn_relu", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm"]
+CellName = Literal[
+    "rnn", "rnn_relu", "gru", "gru_reset_before", "output_gated_rnn", "lstm", "peephole_lstm"
+]
 #: cells only the scratch backend has (PyTorch has no fused layer for them)
-SCRATCH_ONLY_CELLS = ("peephole_lstm", "gru_notes", "gated_rnn")
+SCRATCH_ONLY_CELLS = ("peephole_lstm", "gru_reset_before", "output_gated_rnn")
 
 
 class RNNLMConfig(Strict):
@@ -167,11 +178,16 @@ class RNNLMConfig(Strict):
     dropout: Probability = 0.0
     tie_weights: bool = False
     truncation: Literal["regular", "randomized"] = Field(
-        "regular", description="randomized: truncated BPTT of random length (d2l §8.7.2)"
+        "regular", description="randomized: truncated BPTT of random length (d2l.ai §9.7.1)"
     )
     truncation_keep: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
         0.9, description="randomized truncation: π, the chance the gradient passes a step"
     )
+
+    @field_validator("cell", mode="before")
+    @classmethod
+    def _renamed_cell(cls, value: object) -> object:
+        return renamed_value("model.cell", value)
 
     @model_validator(mode="after")
     def _consistent(self) -> RNNLMConfig:
@@ -229,11 +245,13 @@ class Seq2SeqConfig(Strict):
 class BahdanauConfig(Strict):
     """Attentive RNN encoder–decoder (Bahdanau et al. 2014).
 
-    ``decoder: paper`` (the default): bidirectional GRU encoder, s_0 = tanh(W_s ←h_1), the
-    previous decoder state scored against the annotations, a maxout output layer (seed 004).
-    ``decoder: d2l``: d2l §10.4 as seed 000 writes it: a unidirectional L-layer GRU encoder whose
-    final states start the decoder, the previous top-layer decoder state as the query, a linear
-    output layer. ``attention`` picks the scoring function (seed 001's table)."""
+    ``decoder: maxout`` (the default), the paper's RNNsearch (§3 and appendix A): a bidirectional
+    GRU encoder, s_0 = tanh(W_s ←h_1), the previous decoder state scored against the 2H-wide
+    annotations, a maxout output layer. ``decoder: linear``, d2l.ai §11.4 (The Bahdanau Attention
+    Mechanism): a unidirectional L-layer GRU encoder whose final states start the decoder, the
+    previous top-layer decoder state as the query, a linear output layer. ``attention`` picks the
+    scoring function (d2l.ai §11.3): additive (Bahdanau's), dot, general and location (Luong et
+    al. 2015, §3.1) or scaled_dot (Vaswani et al. 2017, §3.2.1)."""
 
     arch: Literal["bahdanau"] = "bahdanau"
     task: ClassVar[str] = "translation"
@@ -241,17 +259,22 @@ class BahdanauConfig(Strict):
     hidden_size: Positive = 512
     num_layers: Positive = 1
     dropout: Probability = 0.2
-    decoder: Literal["paper", "d2l"] = "paper"
+    decoder: Literal["maxout", "linear"] = "maxout"
     attention: Literal["additive", "dot", "scaled_dot", "general", "location"] = "additive"
     max_len: Positive = Field(256, description="location attention: most source positions")
 
+    @field_validator("decoder", mode="before")
+    @classmethod
+    def _renamed_decoder(cls, value: object) -> object:
+        return renamed_value("model.decoder", value)
+
     @model_validator(mode="after")
     def _score_fits(self) -> BahdanauConfig:
-        if self.attention in ("dot", "scaled_dot") and self.decoder == "paper":
+        if self.attention in ("dot", "scaled_dot") and self.decoder == "maxout":
             raise ValueError(
-                f"attention {self.attention} needs queries and keys of one size, but the paper's "
-                f"decoder scores its {self.hidden_size}-wide state against "
-                f"{2 * self.hidden_size}-wide bidirectional annotations; use decoder: d2l "
+                f"attention {self.attention} needs queries and keys of one size, but decoder: "
+                f"maxout scores its {self.hidden_size}-wide state against "
+                f"{2 * self.hidden_size}-wide bidirectional annotations; use decoder: linear "
                 "(unidirectional encoder) or attention additive | general | location"
             )
         return self
@@ -450,9 +473,9 @@ class TrainConfig(Strict):
 
     seed: NonNegative = 0
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
-    lr: Annotated[float, Field(gt=0.0)] = 1e-3
-    weight_decay: Annotated[float, Field(ge=0.0)] = 0.0
-    betas: Annotated[tuple[float, float], Field(strict=False)] = (0.9, 0.999)
+    lr: Annotated[float, Field(gt=0.0, le=MAX_LR)] = 1e-3
+    weight_decay: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    betas: Annotated[tuple[Decay, Decay], Field(strict=False)] = (0.9, 0.999)
     momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
     schedule: Literal["constant", "cosine", "inverse_sqrt", "plateau"] = "constant"
     warmup_steps: NonNegative = 0
@@ -463,14 +486,16 @@ class TrainConfig(Strict):
     min_lr_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = 0.1
     epochs: Positive = 10
     max_steps: Positive | None = Field(None, description="stop after this many optimizer steps")
-    max_minutes: Annotated[float, Field(gt=0.0)] | None = Field(
+    max_minutes: Annotated[float, Field(gt=0.0, le=525_600.0)] | None = Field(  # a year
         None,
         description="wall-time budget of the run (a resumed run counts time already spent); a cosine schedule decays over it",
     )
-    grad_clip: Annotated[float, Field(gt=0.0)] | None = 1.0
+    grad_clip: Annotated[float, Field(gt=0.0, le=1e6)] | None = 1.0
     label_smoothing: Probability = 0.0
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="auto: bf16 where the hardware runs it natively, else fp32"
+        "auto",
+        description="auto: bf16 where the hardware runs it natively (feature flags, no timing), "
+        "else fp32; the resolved precision is recorded in the run and kept on --resume",
     )
     accumulate: Positive = Field(
         1, description="minibatches per optimizer step (gradient accumulation), per process"
@@ -512,14 +537,24 @@ class DecodeConfig(Strict):
     strategy: Literal["greedy", "beam", "sample"] = "greedy"
     beam_size: Positive = 5
     nbest: Positive = 1
-    length_penalty: Annotated[float, Field(ge=0.0)] = 1.0
-    max_len_a: Annotated[float, Field(ge=0.0)] = 1.5
-    max_len_b: NonNegative = 10
-    temperature: Annotated[float, Field(gt=0.0)] = 1.0
+    length_penalty: Annotated[float, Field(ge=0.0, le=10.0)] = 1.0
+    max_len_a: Annotated[float, Field(ge=0.0, le=100.0)] = 1.5
+    max_len_b: Annotated[int, Field(ge=0, le=100_000)] = 10
+    temperature: Annotated[float, Field(gt=0.0, le=100.0)] = 1.0
     top_k: NonNegative = 0
-    precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="evaluation and decoding (validation during training too)"
+    precision: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="evaluation and decoding (validation during training too): fp32, or bf16 "
+        "as a faster option whose outputs agree with fp32 up to near-tied tokens; auto, from "
+        "older runs, means fp32",
     )
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _auto_is_fp32(cls, value: object) -> object:
+        # inference never switches precision by machine: a sentence's output must not depend
+        # on the CPU it is decoded on (older configs say auto, which meant that)
+        return "fp32" if value == "auto" else value
 
     @model_validator(mode="after")
     def _nbest(self) -> DecodeConfig:
@@ -806,13 +841,37 @@ def find_config(name: str | Path) -> Path:
     raise ConfigError(f"config file not found: {path} (configs shipped with seqlab: {shipped})")
 
 
+#: keys a config file must set itself (here or by an override): a run never trains a built-in
+#: default dataset or model because a section was left out
+REQUIRED_KEYS = ("data.dataset", "model.arch")
+_EXAMPLES = {
+    "data.dataset": "data: {dataset: text, path: my.txt}",
+    "model.arch": "model: {arch: rnn_lm}",
+}
+
+
+def _missing_keys(raw: dict[str, Any]) -> list[str]:
+    missing = []
+    for key in REQUIRED_KEYS:
+        node: Any = raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            missing.append(key)
+    return missing
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read a YAML experiment file (or a shipped config by name), apply overrides, validate."""
+    """Read a YAML experiment file (or a shipped config by name), apply overrides, validate.
+
+    The file (with its overrides) must name its dataset and model (:data:`REQUIRED_KEYS`); the
+    other keys may be left to their defaults.
+    """
     path = find_config(path)
     raw = read_yaml(path)
     if raw is None:
         raise ConfigError(
-            f"{path} is empty; an experiment needs at least its model section "
+            f"{path} is empty; an experiment needs at least its data and model sections "
             "(see configs/reference.yaml)"
         )
     if not isinstance(raw, dict):
@@ -824,7 +883,20 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
     if overrides:
         raw = apply_overrides(raw, overrides)
         source += " with overrides " + " ".join(overrides)
-    return config_from_dict(raw, source)
+    missing = [
+        f"  {key}: missing; a config file names its {key.split('.')[0]} itself (e.g. "
+        f"{_EXAMPLES[key]}): seqlab never trains a built-in default"
+        for key in _missing_keys(raw)
+    ]
+    try:
+        cfg = config_from_dict(raw, source)
+    except ConfigError as exc:
+        if missing:
+            raise ConfigError("\n".join([str(exc), *missing])) from None
+        raise
+    if missing:
+        raise ConfigError("\n".join([f"invalid configuration in {short(source, 300)}:", *missing]))
+    return cfg
 
 
 def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:

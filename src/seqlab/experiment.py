@@ -4,26 +4,35 @@ Order matters, so that a mistake never costs the user anything: everything is ch
 first (the config, the run directory, the data, the checkpoint to resume), and files are written
 last. A new run goes only into a new or empty directory, or one that holds a seqlab run (marked by
 ``run.json``) that never saved a checkpoint; a resumed run accepts only the overrides it can
-honour (:data:`RESUMABLE`).
+honour (:data:`RESUMABLE`). A run directory has one writer at a time
+(:class:`~seqlab.rundir.RunLock`, held from the first write to the end). What a run directory
+holds, and which directories a new run may take, is :class:`~seqlab.rundir.RunDir`. A relative
+``data.path`` is stored as an absolute path, so the run can be evaluated and resumed from any
+directory. A full disk or a read-only run directory stops training with one line saying which
+checkpoint is intact and how to continue; no unfinished checkpoint folder is left behind.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import errno
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from seqlab.config import ExperimentConfig, load_config, save_config
-from seqlab.errors import ConfigError
-from seqlab.io import atomic_write_json
+from seqlab.config import ExperimentConfig
+from seqlab.errors import ConfigError, SeqlabError
+from seqlab.io import WRITE_ERRNOS
+from seqlab.machine import machine
+from seqlab.precision import resume_precision
+from seqlab.rundir import RunDir, RunLock
 from seqlab.tasks import artefacts, build_experiment
 from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
 from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar
-from seqlab.training.trainer import Callback, Trainer
+from seqlab.training.trainer import Callback, Trainer, resolve_device
 
 #: overrides allowed with ``--resume``: budgets, bookkeeping, the learning rate (applied from the
 #: next step on, the schedule's shape kept) and decoding. Anything else would not take effect or
@@ -39,48 +48,14 @@ RESUMABLE = (
     "train.early_stopping_patience",
     "train.average_last",
     "train.threads",
+    "train.precision",
     "decode.*",
 )
-RUN_FILES = {"run.json", "config.yaml", "metrics.jsonl", "curves.png", "checkpoints", "exports"}
-MARKER = {"format": "seqlab.run/1"}
-
-
-def is_run_dir(path: Path) -> bool:
-    """Whether ``path`` was created by ``seqlab train`` (it holds the ``run.json`` marker)."""
-    try:
-        return json.loads((path / "run.json").read_text(encoding="utf-8")) == MARKER
-    except (OSError, ValueError):
-        return False
-
-
-def check_new_run_dir(run_dir: Path) -> None:
-    """Refuse a directory that holds anything but a seqlab run without checkpoints."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(f"--out {run_dir} exists and is not a directory")
-    if ckpt.list_steps(run_dir):
-        raise ConfigError(
-            f"{run_dir} already holds checkpoints; pass --resume {run_dir} to continue it, "
-            "or choose another --out"
-        )
-    if run_dir.is_dir():
-        entries = sorted(p.name for p in run_dir.iterdir())
-        foreign = [n for n in entries if n not in RUN_FILES | artefacts()]
-        if entries and (foreign or not is_run_dir(run_dir)):
-            shown = ", ".join((foreign or entries)[:5]) + (", ..." if len(entries) > 5 else "")
-            raise ConfigError(
-                f"--out {run_dir} is not empty and not a seqlab run ({shown}); choose a new or "
-                "empty directory (nothing was written)"
-            )
-    probe = run_dir
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {run_dir}: cannot write into {probe}")
 
 
 def resume_config(run_dir: Path, overrides: list[str]) -> ExperimentConfig:
     """The run's own config with the overrides a resumed run can honour."""
-    if not (run_dir / "config.yaml").is_file():
+    if not RunDir(run_dir).config_path.is_file():
         raise ConfigError(
             f"--resume {run_dir}: no config.yaml there; is it a seqlab run directory?"
         )
@@ -91,7 +66,61 @@ def resume_config(run_dir: Path, overrides: list[str]) -> ExperimentConfig:
                 f"--resume cannot change {key}: the checkpoint was trained with the run's own "
                 f"value; allowed on resume: {', '.join(RESUMABLE)}"
             )
-    return load_config(run_dir / "config.yaml", overrides)
+    return RunDir(run_dir).read_config(overrides)
+
+
+def run_json(trainer: Trainer) -> dict[str, Any]:
+    """What ``run.json`` records besides the marker (:meth:`~seqlab.rundir.RunDir.write_marker`):
+    the training precision (and why) and the machine it ran on."""
+    return {
+        "precision": {
+            "train": trainer.precision.precision,
+            "train_reason": trainer.precision.reason,
+            "eval": trainer.eval_precision.precision,
+        },
+        "machine": machine(trainer.precision.precision),
+    }
+
+
+def absolute_data_path(cfg: ExperimentConfig) -> ExperimentConfig:
+    """``cfg`` with a relative ``data.path`` made absolute (it is read from the current
+    directory), so that the saved config works from any directory."""
+    path = cfg.data.path
+    if path is None or os.path.isabs(path):
+        return cfg
+    data = cfg.data.model_copy(update={"path": os.path.abspath(path)})
+    return cfg.model_copy(update={"data": data})
+
+
+def _write_failed(run_dir: Path, exc: OSError) -> SeqlabError:
+    """One line for a full disk or a read-only run directory: what is safe, how to continue."""
+    latest = None
+    with contextlib.suppress(SeqlabError):
+        latest = RunDir(run_dir).pointer("latest")
+    if latest is not None:
+        where = RunDir(run_dir).step_dir(latest)
+        then = (
+            f"the last complete checkpoint, {where}, is intact; free some space (or make "
+            f"{run_dir} writable) and continue with: seqlab train --resume {run_dir}"
+        )
+    else:
+        then = (
+            f"no checkpoint was saved; free some space (or make {run_dir} writable) and run the "
+            "same seqlab train command again"
+        )
+    return SeqlabError(
+        f"cannot write {exc.filename or run_dir}: {exc.strerror}; training stopped, {then}"
+    )
+
+
+def _is_write_error(exc: OSError, run_dir: Path) -> bool:
+    if exc.errno not in WRITE_ERRNOS:
+        return False
+    if exc.errno in (errno.EACCES, errno.EPERM):  # also a data file we may not read
+        return exc.filename is not None and Path(os.path.abspath(exc.filename)).is_relative_to(
+            os.path.abspath(run_dir)
+        )
+    return True
 
 
 def train(
@@ -101,18 +130,58 @@ def train(
     overrides: list[str] | None = None,
     callbacks: list[Callback] | None = None,
 ) -> dict[str, Any]:
-    """Train ``cfg`` into ``run_dir``, or continue the run there when ``resume``."""
+    """Train ``cfg`` into ``run_dir``, or continue the run there when ``resume``.
+
+    Raises:
+        SeqlabError: among others, when another process writes the run (one writer at a time),
+            or the disk is full or the run directory read-only (saying what is intact).
+    """
     run_dir = Path(run_dir)
+    lock = RunDir(run_dir).lock()
+    try:
+        if resume and dist.is_main() and RunDir(run_dir).config_path.is_file():
+            lock.acquire()  # before reading the run: the state read is the state continued
+        return _train(cfg, run_dir, resume, overrides, callbacks, lock)
+    except OSError as exc:
+        if not _is_write_error(exc, run_dir):
+            raise
+        raise _write_failed(run_dir, exc) from None
+    finally:
+        if lock.held:  # this process wrote the run: no one else's folders are in the way
+            ckpt.remove_temporary(run_dir)
+        lock.release()
+
+
+def _train(
+    cfg: ExperimentConfig | None,
+    run_dir: Path,
+    resume: bool,
+    overrides: list[str] | None,
+    callbacks: list[Callback] | None,
+    lock: RunLock,
+) -> dict[str, Any]:
+    run = RunDir(run_dir)
     if resume:
         cfg = resume_config(run_dir, overrides or [])
     elif cfg is None:
         raise ConfigError("a new run needs a config")
     else:
-        check_new_run_dir(run_dir)
+        run.check_new(artefacts())
+        cfg = absolute_data_path(cfg)
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
+    precision = None
+    if resume:
+        overridden = any(o.split("=", 1)[0].strip() == "train.precision" for o in overrides or [])
+        device = resolve_device(cfg.train.device)
+        try:
+            precision = resume_precision(
+                run.recorded_precision(), cfg.train.precision, overridden, device
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"--resume {run_dir}: {exc}") from None
     exp = build_experiment(cfg, run_dir if resume else None)
-    metrics = run_dir / "metrics.jsonl"
+    metrics = run.metrics_path
     trainer = Trainer(
         exp.model,
         exp.loss_fn,
@@ -124,19 +193,23 @@ def train(
         callbacks=[
             ProgressBar(unit=exp.unit, perplexity=exp.perplexity),
             MetricsLog(metrics, unit=exp.unit, perplexity=exp.perplexity),
-            CurvePlot(metrics, run_dir / "curves.png", perplexity=exp.perplexity),
+            CurvePlot(metrics, run.curves_path, perplexity=exp.perplexity),
             *(callbacks or []),
         ],
         extra_meta={"arch": cfg.model.arch, **exp.meta},
         eval_precision=cfg.decode.precision,
+        precision=precision,
     )
     try:
         if resume:
-            trainer.restore(ckpt.find_checkpoint(run_dir, "latest"))
+            trainer.restore(run.checkpoint("latest"))
         if dist.is_main():  # everything is loaded: now write
             run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(run_dir / "run.json", MARKER)
-            save_config(cfg, run_dir / "config.yaml")
+            if not resume:
+                lock.acquire()
+                run.check_new(artefacts())  # again, locked: no other run began here meanwhile
+            run.write_marker(run_json(trainer))
+            run.write_config(cfg)
             if not resume:
                 exp.save_artefacts(run_dir)
         dist.barrier()

@@ -13,18 +13,28 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.text  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from seqlab.io import atomic_open  # noqa: E402
 
+#: every text is drawn as written: a token, sentence or label holding ``$`` (``$x_{2}$``,
+#: ``$\frac{$``) is not mathtext, and no LaTeX runs whatever the user's matplotlibrc says
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
-    """Write ``fig`` as a PNG at ``path`` atomically and close it."""
+    """Write ``fig`` as a PNG at ``path`` atomically and close it; all its text is plain text
+    (:data:`PLAIN_TEXT`)."""
     path = Path(path)
     try:
-        with atomic_open(path, "wb") as fh:
+        for text in fig.findobj(matplotlib.text.Text):
+            text.set_parse_math(False)
+            text.set_usetex(False)
+        # tick labels made while drawing take the settings from here
+        with matplotlib.rc_context(PLAIN_TEXT), atomic_open(path, "wb") as fh:
             fig.savefig(fh, format="png", dpi=dpi, bbox_inches="tight")
     finally:
         plt.close(fig)

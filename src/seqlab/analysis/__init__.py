@@ -1,1 +1,2 @@
-"""Analyses the notes make: gradient diagnostics, kernel regression, the cost of layers."""
+"""Claims of d2l.ai and the papers, measured: gradient diagnostics, kernel regression, the cost of
+layers, positional encodings, attention scaling."""

@@ -1,4 +1,4 @@
-"""Why scaled dot-product attention divides by √d_k (seeds 001, 003; Vaswani et al. 2017 §3.2.1).
+"""Why scaled dot-product attention divides by √d_k (Vaswani et al. 2017, §3.2.1; d2l.ai §11.3.3).
 
 With query and key entries independent, mean 0, variance 1, q·k = Σ_i q_i k_i has variance d:
 the scores grow with the width. Then the softmax saturates (one key takes nearly all the weight)

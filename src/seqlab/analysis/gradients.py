@@ -8,8 +8,8 @@ For a loss L_T on the last step only, backpropagation through time gives
     ∂L_T/∂h_k = ∂L_T/∂h_T · ∏_{j=k+1}^{T} ∂h_j/∂h_{j-1},
 
 and for a plain RNN ‖∂h_j/∂h_{j-1}‖ ≤ β_W β_h (the norms of W_hh and of φ'), so when
-β_W β_h < 1 the norm shrinks geometrically in T − k (Bengio et al. 1994; Pascanu et al. 2013;
-the lecture slides). The LSTM's memory cell (c_t = f_t ⊙ c_{t-1} + …) and the GRU's interpolation
+β_W β_h < 1 the norm shrinks geometrically in T − k (Bengio et al. 1994; Pascanu et al. 2013,
+§2.1; d2l.ai §9.7). The LSTM's memory cell (c_t = f_t ⊙ c_{t-1} + …) and the GRU's interpolation
 (h_t = … + z_t ⊙ h_{t-1}) give the gradient an additive path, scaled by a gate instead of by W_hh.
 
 :func:`measure_gradient_norms` records ‖∂L_T/∂h_k‖ for k = 1..T, :func:`plot_gradient_norms` draws
@@ -45,7 +45,7 @@ def measure_gradient_norms(
     L_T = ‖h_T w − y‖² / (2B) with w (H,) ~ N(0, 1/H) and y (B,) ~ N(0, 1).
 
     Args:
-        cell: one of :data:`seqlab.rnn.CELL_NAMES`.
+        cell: one of :data:`seqlab.nn.rnn.CELL_NAMES`.
         seq_len: T.
         hidden_size: H.
         input_size: I.
@@ -56,8 +56,8 @@ def measure_gradient_norms(
             plain init, where gated cells vanish too, only more slowly. Unused by plain RNNs.
         seed: seeds the data and the weights.
         recurrent_scale: multiplies the recurrent weights W_h after init. ‖∂h_t/∂h_{t-1}‖ is
-            bounded by ‖diag(φ')‖·‖W_h‖ (the lecture's bound), so a large scale makes a plain RNN's
-            gradients explode (with ReLU) instead of vanish.
+            bounded by ‖diag(φ')‖·‖W_h‖ (Pascanu et al. 2013, §2.1), so a large scale makes a
+            plain RNN's gradients explode (with ReLU) instead of vanish.
 
     Returns:
         T floats, element k-1 being ‖∂L_T/∂h_k‖.
@@ -106,8 +106,9 @@ def gradient_bound(
     seed: int = 0,
     recurrent_scale: float = 1.0,
 ) -> dict[str, object] | None:
-    """The slides' bound for a plain RNN: ‖∂L_T/∂h_k‖ ≤ ‖∂L_T/∂h_T‖ (β_W β_h)^{T−k}, with
-    β_W = ‖W_hh‖₂ (largest singular value) of the measured cell and β_h = sup |φ'| = 1.
+    """The bound for a plain RNN (Pascanu et al. 2013, §2.1):
+    ‖∂L_T/∂h_k‖ ≤ ‖∂L_T/∂h_T‖ (β_W β_h)^{T−k}, with β_W = ‖W_hh‖₂ (largest singular value) of
+    the measured cell and β_h = sup |φ'| = 1.
     None for gated cells (their Jacobian is not W_hh times a diagonal)."""
     if cell not in BETA_H:
         return None
@@ -224,7 +225,7 @@ def run_gradient_diagnosis(
 
 
 def main() -> None:
-    """``python -m seqlab.analysis.gradients [out_dir]``: the lecture's picture for every cell."""
+    """``python -m seqlab.analysis.gradients [out_dir]``: every cell's gradient norms, drawn."""
     import sys
 
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "runs/gradients"

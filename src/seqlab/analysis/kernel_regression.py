@@ -1,4 +1,5 @@
-"""Nadaraya–Watson kernel regression: attention pooling in its simplest form (d2l §10.2).
+"""Nadaraya–Watson kernel regression: attention pooling in its simplest form (d2l.ai §11.2;
+the data and the learned width are those of d2l 0.17 §10.2).
 
 Notation (shapes in comments): Q queries (test inputs), K keys per query (training inputs),
 the values are the training targets. The attention weight of query x on key x_i is
@@ -44,7 +45,7 @@ def nadaraya_watson(
 
 
 class NWKernelRegression(nn.Module):
-    """Parametric Nadaraya–Watson regression with one learned kernel width w (d2l §10.2.4)."""
+    """Parametric Nadaraya–Watson regression with one learned kernel width w (d2l 0.17 §10.2.4)."""
 
     def __init__(self, init_width: float = 1.0):
         super().__init__()
@@ -60,7 +61,7 @@ class NWKernelRegression(nn.Module):
 
 
 def target_function(x: Tensor) -> Tensor:
-    """The notes' regression target f(x) = 2 sin(x) + x^0.8."""
+    """The regression target of d2l 0.17 §10.2.1, f(x) = 2 sin(x) + x^0.8."""
     return 2 * torch.sin(x) + x**0.8
 
 
@@ -113,7 +114,7 @@ def fit_parametric(
 
 
 def run_kernel_regression_demo(out_dir: str | Path, seed: int = 0) -> dict[str, float]:
-    """Fit both estimators on the notes' data; write two plots; return test metrics.
+    """Fit both estimators on d2l 0.17's data; write two plots; return test metrics.
 
     Writes ``kernel_regression_fit.png`` (truth, both predictions, training points) and
     ``kernel_regression_attention.png`` (parametric weights, test queries × training keys).

@@ -1,7 +1,7 @@
 """Measured cost of one convolutional, recurrent and self-attention layer as the length n grows.
 
-Every layer maps n vectors of width d to n vectors of width d (d2l §11.6.2, seed 002). The
-textbook costs per layer:
+Every layer maps n vectors of width d to n vectors of width d (d2l.ai §11.6.2; Vaswani et al.
+2017, Table 1). The textbook costs per layer:
 
 ================  ===============  =====================  ===================
 layer             computation      sequential operations  maximum path length
@@ -12,7 +12,7 @@ self-attention    O(n² d)          O(1)                   O(1)
 ================  ===============  =====================  ===================
 
 :func:`measure_layer_costs` times the forward and backward pass of ``nn.Conv1d``, ``nn.RNN``,
-``nn.GRU`` and :class:`seqlab.attention.MultiHeadAttention` (weights not requested, so the fused
+``nn.GRU`` and :class:`seqlab.nn.attention.MultiHeadAttention` (weights not requested, so the fused
 ``F.scaled_dot_product_attention`` kernel) at one width, and measures each one's peak memory;
 ``attention_explicit`` is the same attention layer with its weights requested, which
 materialises the ``(B, h, n, n)`` score and weight matrices. A log–log slope of time against n

@@ -1,5 +1,5 @@
 """Sequential operations and maximum path length of CNN, RNN and self-attention, *measured*
-from the layers' own computation graphs (seed 002; d2l §11.6.2).
+from the layers' own computation graphs (d2l.ai §11.6.2; Vaswani et al. 2017, Table 1).
 
 Each position of the input is its own leaf tensor, so the autograd graph of the output shows
 which computations connect which positions:

@@ -1,17 +1,15 @@
-"""The sinusoidal positional encoding's properties (seeds 001, 002, 003; Vaswani et al. 2017 §3.5).
+"""The sinusoidal positional encoding's properties (Vaswani et al. 2017, §3.5; d2l.ai §11.6.3).
 
 P[t, 2i] = sin(t ω_i), P[t, 2i+1] = cos(t ω_i), ω_i = 10000^{-2i/d}. Claims checked here:
 
-- **Binary counting**: like the bits of t (the lowest bit flips every step, higher bits ever
-  more slowly), the columns of P oscillate with frequencies falling from the first column to the
-  last, continuously instead of in 0/1 steps.
+- **Binary counting** (d2l.ai §11.6.3.1): like the bits of t (the lowest bit flips every step,
+  higher bits ever more slowly), the columns of P oscillate with frequencies falling from the
+  first column to the last, continuously instead of in 0/1 steps.
 - **Relative positions**: p_{t+k} = M_k p_t with M_k block-diagonal rotations that depend on k
   only (:func:`seqlab.nn.positional_encoding.relative_shift_matrix`).
 - **Cosine similarity depends only on the offset**: each frequency pair contributes
   sin(tω)sin((t+k)ω) + cos(tω)cos((t+k)ω) = cos(kω), so p_t · p_{t+k} = Σ_i cos(k ω_i) and, as
-  ‖p_t‖² = d/2, cos(p_t, p_{t+k}) = (2/d) Σ_i cos(k ω_i), whatever t. (Seed 003's derivation
-  ends in cos(k/f_i) − sin(k/f_i) sin(t/f_i) cos(t/f_i), which still depends on t: it drops a
-  term; the per-frequency value is cos(k/f_i).)
+  ‖p_t‖² = d/2, cos(p_t, p_{t+k}) = (2/d) Σ_i cos(k ω_i), whatever t.
 """
 
 from __future__ import annotations

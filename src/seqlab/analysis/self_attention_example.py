@@ -1,7 +1,8 @@
-"""Seed 001's worked example, "Thinking Machines", computed step by step from the real module.
+"""The worked example of Jay Alammar's "The Illustrated Transformer" (2018), "Thinking Machines",
+computed step by step from the real module.
 
-Two words, d_model = 512 and 8 heads, so d_k = 64 and √d_k = 8 (the "÷ 8" of the notes). For
-the first head and the first word, the six steps of the notes:
+Two words, d_model = 512 and 8 heads, so d_k = 64 and √d_k = 8 (the explainer's "÷ 8"). For the
+first head and the first word, its six steps of self-attention:
 
 1. q, k, v of each word: x W^Q, x W^K, x W^V (rows of the module's packed ``in_proj``);
 2. scores q_1·k_1 and q_1·k_2;

@@ -2,18 +2,25 @@
 
 Each module adds its subcommands (``add_commands``). User-facing errors
 (:class:`~seqlab.errors.SeqlabError`) are printed as ``seqlab: error: …`` without a traceback
-and exit with status 2, as argparse's own errors do.
+and exit with status 2, as argparse's own errors do. So are the streams' failures: a closed stdin
+asked for input, stdout closed or on a full device, and files that cannot be written (a full
+disk, a read-only folder). A reader that stops early (``seqlab translate … | head -1``) ends the
+command quietly, as it ends ``cat``: no traceback, exit status 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from seqlab.cli import data, export, infer, tools, train
+from seqlab.cli import data, export, infer, serve, tools, train
 from seqlab.errors import SeqlabError, TrainingInterrupted
+from seqlab.io import WRITE_ERRNOS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,13 +28,84 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seqlab", description="Sequence models from RNNs to the Transformer."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data, train, infer, export, tools):
+    for module in (data, train, infer, export, serve, tools):
         module.add_commands(sub)
     return parser
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
     return f"seqlab: warning: {message}\n"
+
+
+class OutputError(SeqlabError):
+    """Standard output cannot be written (closed, or a full device)."""
+
+
+class _Stdout:
+    """``sys.stdout`` whose write failures are an :class:`OutputError` (a closed pipe stays a
+    ``BrokenPipeError``: the reader stopped early, which is not an error)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _fail(self, exc: OSError | None) -> OutputError:
+        why = "it is closed" if exc is None else exc.strerror or str(exc)
+        return OutputError(f"cannot write to standard output: {why}")
+
+    def write(self, text: str) -> int:
+        if self._stream is None:
+            raise self._fail(None)
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._fail(exc) from None
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._fail(exc) from None
+
+    def isatty(self) -> bool:
+        return self._stream is not None and self._stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._stream is None:
+            raise self._fail(None)
+        return getattr(self._stream, name)
+
+
+class _ClosedStdin:
+    """``sys.stdin`` when the shell closed it (``<&-``): reading it is a clear error."""
+
+    def isatty(self) -> bool:
+        return False
+
+    def _fail(self) -> SeqlabError:
+        return SeqlabError(
+            "standard input is closed; give the input with --input FILE, or pipe it in"
+        )
+
+    def __iter__(self) -> Any:
+        raise self._fail()
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._fail()
+
+
+def _silence_stdout(stream: Any) -> None:
+    """Point the process's stdout at /dev/null, so that the output still buffered is not
+    written again (and does not fail again) when Python exits."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,17 +116,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    stdout, stdin = sys.stdout, sys.stdin
+    sys.stdout = _Stdout(stdout)  # type: ignore[assignment]
+    if stdin is None:
+        sys.stdin = _ClosedStdin()  # type: ignore[assignment]
+    try:
+        return _run(func, args, stdout)
+    finally:
+        sys.stdout, sys.stdin = stdout, stdin
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, stdout: Any) -> int:
     try:
         return func(args)
     except TrainingInterrupted as exc:
         print(f"seqlab: {exc}", file=sys.stderr)
         return 130
+    except OutputError as exc:
+        _silence_stdout(stdout)
+        print(f"seqlab: error: {exc}", file=sys.stderr)
+        return 2
     except SeqlabError as exc:
         print(f"seqlab: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("seqlab: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _silence_stdout(stdout)
+        return 141
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        if exc.filename is None:  # a stream, perhaps stdout's buffer: do not fail again at exit
+            _silence_stdout(stdout)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"seqlab: error: {where}{exc.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import gzip
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from seqlab.errors import SeqlabError
 
@@ -41,6 +44,17 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text[:40]}")
+    return value
+
+
 def read_lines(path: str | Path, what: str = "input") -> list[str]:
     """Lines of a UTF-8 text file (``.gz`` allowed), without line ends.
 
@@ -60,19 +74,69 @@ def read_lines(path: str | Path, what: str = "input") -> list[str]:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
             raise SeqlabError(f"{path}: not a readable gzip file ({exc})") from None
+    return decode_lines(raw, str(path))
+
+
+def decode_lines(raw: bytes, where: str, first_line: int = 1) -> list[str]:
+    """Lines of UTF-8 bytes (strict: an undecodable byte is an error naming ``where:line``,
+    counting from ``first_line``), split at ``\n`` (a ``\r`` before it and a leading byte-order
+    mark are removed). The one reading rule of files and standard input."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise SeqlabError(f"{path}:{line}: not valid UTF-8 ({exc.reason})") from None
-    return text.splitlines()
+        line = raw[: exc.start].count(b"\n") + first_line
+        raise SeqlabError(
+            f"{where}:{line}: not valid UTF-8 ({exc.reason}); expected UTF-8 text"
+        ) from None
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the line end of the last line
+    return [line.removesuffix("\r") for line in lines]
+
+
+#: how standard input is named in messages
+STDIN = "<stdin>"
+
+
+def read_stdin_lines() -> list[str]:
+    """Every line of standard input, read by the rule of files (:func:`decode_lines`)."""
+    return decode_lines(_stdin_bytes(_stdin_stream().read()), STDIN)
+
+
+def read_stdin_line(number: int) -> str | None:
+    """The next line of standard input (line ``number``, for messages), or None at its end."""
+    raw = _stdin_stream().readline()
+    if not raw:
+        return None
+    return (decode_lines(_stdin_bytes(raw), STDIN, number) or [""])[0]
+
+
+def _stdin_stream() -> Any:
+    # the bytes under sys.stdin; a text stream put in its place (tests, embedding) has none
+    stream = sys.stdin
+    return stream.buffer if hasattr(stream, "buffer") else stream
+
+
+def _stdin_bytes(data: bytes | str) -> bytes:
+    # text from a text stream is turned back into its bytes (surrogate escapes included), so
+    # that decode_lines refuses undecodable input from it as well
+    if isinstance(data, bytes):
+        return data
+    try:
+        return data.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return data.encode("utf-8", "surrogatepass")
 
 
 def check_writable(path: str | Path, what: str = "--output") -> Path:
-    """Fail now, before any long work, if ``path`` cannot be written."""
+    """Fail now, before any long work, if ``path`` cannot be written, or is a symbolic link or
+    special file that writing would replace (seqlab replaces only regular files)."""
+    from seqlab.io import check_replaceable
+
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise SeqlabError(f"{what} {path} is a directory; give a file name")
+    check_replaceable(path, what)
     parent = path.parent
     while not parent.exists():
         parent = parent.parent
@@ -94,3 +158,22 @@ def check_writable_dir(path: str | Path, what: str) -> Path:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise SeqlabError(f"{what} {path}: cannot write into {probe}")
     return path
+
+
+def writes_into(
+    option: str, func: Callable[[argparse.Namespace], int]
+) -> Callable[[argparse.Namespace], int]:
+    """``func``, with the output folder ``args.<option>`` (when given) held to the rule of
+    :mod:`seqlab.outputs`: checked before any work, its files recorded as seqlab's after."""
+    what = "--" + option.replace("_", "-")
+
+    def run(args: argparse.Namespace) -> int:
+        folder = getattr(args, option, None)
+        if not folder:
+            return func(args)
+        from seqlab.outputs import output_dir
+
+        with output_dir(folder, what):
+            return func(args)
+
+    return run

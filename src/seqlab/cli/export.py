@@ -10,9 +10,10 @@ from seqlab.errors import SeqlabError
 
 def cmd_export(args: argparse.Namespace) -> int:
     from seqlab import load
-    from seqlab.export.ctranslate2 import export_ctranslate2, require_ctranslate2
+    from seqlab.export.ctranslate2 import check_export_dir, export_ctranslate2, require_ctranslate2
 
     require_ctranslate2()
+    check_export_dir(args.out, args.checkpoint)
     check_writable_dir(args.out, "--out")
     model = load(args.checkpoint, args.which)
     if model.task != "translation" or model.cfg.model.arch != "transformer":
@@ -32,7 +33,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["ctranslate2"], required=True)
     p.add_argument("--checkpoint", required=True, metavar="RUN_DIR")
     p.add_argument("--which", default="best", help="best | latest | a step number")
-    p.add_argument("--out", required=True, metavar="DIR", help="the exported model directory")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="the exported model directory: a new or empty folder, or an earlier export by "
+        "seqlab, which is replaced as a whole (a folder holding anything else is refused)",
+    )
     p.add_argument(
         "--quantize",
         choices=["int8", "int16", "bfloat16"],

@@ -4,20 +4,28 @@ from their run directory."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from seqlab.cli.common import (
+    STDIN,
     check_writable,
     check_writable_dir,
     non_negative_float,
     non_negative_int,
     positive_int,
     read_lines,
+    read_stdin_line,
+    read_stdin_lines,
+    writes_into,
 )
 from seqlab.errors import SeqlabError
+from seqlab.outputs import RULE
 
 #: longest source/output drawn in an attention heatmap (tokens); longer ones are cut, with a note
 MAX_PLOT_TOKENS = 80
@@ -27,7 +35,7 @@ def load_for(args: argparse.Namespace, task: str | None = None) -> Any:
     """Load ``--checkpoint`` and check that it is a ``task`` run (``seqlab COMMAND`` fits it)."""
     from seqlab import load
 
-    model = load(args.checkpoint, args.which)
+    model = load(args.checkpoint, args.which, getattr(args, "precision", None))
     if task is not None and model.task != task:
         use = " or ".join(f"`seqlab {c}`" for c in model.commands)
         raise SeqlabError(
@@ -39,6 +47,29 @@ def load_for(args: argparse.Namespace, task: str | None = None) -> Any:
 
 
 # ------------------------------------------------------------------------------ evaluate
+def check_finite(result: dict[str, Any]) -> None:
+    """Refuse to report a score that is NaN or infinite (JSON has no such numbers, and a model
+    that yields them is broken, not scored): name the values and the checkpoint."""
+
+    def numbers(value: Any, key: str) -> list[tuple[str, float]]:
+        if isinstance(value, float):
+            return [(key, value)]
+        if isinstance(value, dict):
+            return [x for k, v in value.items() for x in numbers(v, f"{key}.{k}".lstrip("."))]
+        if isinstance(value, list):
+            return [x for i, v in enumerate(value) for x in numbers(v, f"{key}[{i}]")]
+        return []
+
+    bad = [(k, v) for k, v in numbers(result, "") if not math.isfinite(v)]
+    if bad:
+        shown = ", ".join(f"{k} = {v}" for k, v in bad[:4]) + (", ..." if len(bad) > 4 else "")
+        raise SeqlabError(
+            f"the model of {result['checkpoint']} gives non-finite scores ({shown}): its outputs "
+            "hold NaN or infinity, so there is no score to report (did its training diverge? "
+            "try another checkpoint with --which)"
+        )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.ref and args.labels:
         raise SeqlabError("--ref (translation) and --labels (classification) do not go together")
@@ -75,6 +106,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     engine = {"engine": args.engine, "quantize": args.quantize}
     if args.src:
         sources, references = read_lines(args.src, "--src"), read_lines(args.ref, "--ref")
+        if not sources and not references:
+            raise SeqlabError(
+                f"--src {args.src} and --ref {args.ref} are empty: there is nothing to score"
+            )
         if len(sources) != len(references):
             raise SeqlabError(
                 f"--src {args.src} has {len(sources)} lines but --ref {args.ref} has "
@@ -95,6 +130,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         result = {"split": args.split or "val", **model.evaluate_split(args.split or "val")}
     result = {"checkpoint": str(model.run.checkpoint), **result}
+    check_finite(result)
     outputs = result.pop("translations", None)
     if args.output and outputs is not None:
         from seqlab.io import atomic_write_text
@@ -110,11 +146,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if translation:
         print(
             f"{where}: BLEU {result['bleu']:.2f}  chrF {result['chrf']:.2f}  "
-            f"(lowercased BLEU {result['bleu_lc']:.2f}; exact match {result['exact_match']:.1%}; "
+            f"(exact match {result['exact_match']:.1%}; "
             f"{result['sentences']} sentences, beam {result['beam_size']})"
         )
         print(f"  {result['bleu_signature']}")
         print(f"  {result['chrf_signature']}")
+        print(
+            f"{where}: paper-style BLEU {result['bleu_paper']:.2f} (lowercased, Moses-normalised "
+            "and tokenised, as multi-bleu.perl on Multi30k's lc.norm.tok files)"
+        )
+        print(f"  {result['bleu_paper_signature']}")
     else:
         print(
             f"{where}: loss {result['loss']:.4f} nats/token, perplexity {result['perplexity']:.3f} "
@@ -140,6 +181,10 @@ def _evaluate_classifier(args: argparse.Namespace, model: Any) -> int:
         if model.images:
             raise SeqlabError("--src/--labels score text classifiers; this one reads images")
         texts, labels = read_lines(args.src, "--src"), read_lines(args.labels, "--labels")
+        if not texts and not labels:
+            raise SeqlabError(
+                f"--src {args.src} and --labels {args.labels} are empty: there is nothing to score"
+            )
         if len(texts) != len(labels):
             raise SeqlabError(
                 f"--src {args.src} has {len(texts)} lines but --labels {args.labels} has "
@@ -149,6 +194,7 @@ def _evaluate_classifier(args: argparse.Namespace, model: Any) -> int:
     else:
         result = model.evaluate_split(args.split)
     result = {"checkpoint": str(model.run.checkpoint), **result}
+    check_finite(result)
     if args.confusion_png:
         from seqlab.plotting import plot_confusion
 
@@ -187,8 +233,9 @@ def _evaluate_forecaster(args: argparse.Namespace, model: Any) -> int:
         raise SeqlabError("a series has train, val and test splits; --split dev is SST-2's")
     result = {
         "checkpoint": str(model.run.checkpoint),
-        **model.evaluate_split(split, horizons=args.horizon or 12),
+        **model.evaluate_split(split, horizons=args.horizon),
     }
+    check_finite(result)
     if args.plot:
         import torch
 
@@ -299,8 +346,21 @@ def cmd_classify(args: argparse.Namespace) -> int:
                 "this is a text classifier: give sentences with --input FILE or on "
                 "stdin, not file arguments"
             )
-        items = lines if args.input else [line.rstrip("\n") for line in sys.stdin]
-    results = model.classify(items)
+        items = lines if args.input else read_stdin_lines()
+    numbers = list(range(1, len(items) + 1))  # input line of each item
+    if not args.files:
+        blank = [n for n, item in zip(numbers, items, strict=True) if not item.strip()]
+        if blank:
+            shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
+            warnings.warn(
+                f"skipped {len(blank)} blank line(s) of {args.input or STDIN} "
+                f"(line{'s' if len(blank) > 1 else ''} {shown}): "
+                "a blank line has nothing to classify",
+                stacklevel=2,
+            )
+            kept = [(n, item) for n, item in zip(numbers, items, strict=True) if item.strip()]
+            numbers, items = [n for n, _ in kept], [item for _, item in kept]
+    results = model.classify(items) if items else []
     for note in model.notes:
         print(f"seqlab: note: {note}", file=sys.stderr)
     for item, (label, prob) in zip(items, results, strict=True):
@@ -309,7 +369,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
         from seqlab.plotting import plot_self_attention
 
         written = []
-        for index, item in enumerate(items, start=1):
+        for index, item in zip(numbers, items, strict=True):
             names, weights = model.attention(item)
             stem = Path(args.attention_png) / f"attention-{index:04d}"
             if model.images:
@@ -342,9 +402,10 @@ def check_engine(args: argparse.Namespace, model: Any) -> None:
     if args.quantize and args.engine != "ctranslate2":
         raise SeqlabError("--quantize applies to --engine ctranslate2")
     if args.engine == "ctranslate2":
-        from seqlab.export.ctranslate2 import require_ctranslate2
+        from seqlab.export.ctranslate2 import check_compute_type, require_ctranslate2
 
         require_ctranslate2()
+        check_compute_type(args.quantize)
         if model.cfg.model.arch != "transformer":
             raise SeqlabError(
                 f"--engine ctranslate2 runs Transformer translation models, not "
@@ -366,7 +427,8 @@ def engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quantize",
         choices=["int8", "int16", "bfloat16"],
-        help="ctranslate2: quantized weights (e.g. int8)",
+        help="ctranslate2: quantized weights (e.g. int8); only the types this CPU runs are "
+        "accepted (the error lists them)",
     )
 
 
@@ -393,7 +455,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             batch,
             beam=args.beam,
             nbest=args.nbest,
-            need_attention=bool(args.attention_png),
+            need_weights=bool(args.attention_png),
             engine=args.engine,
             quantize=args.quantize,
         )
@@ -413,14 +475,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
         run(lines)
     elif sys.stdin.isatty():
         print("seqlab translate: type a sentence and press Enter (Ctrl-D to quit)", file=sys.stderr)
-        while True:
+        for number in itertools.count(1):
             print("> ", end="", file=sys.stderr, flush=True)
-            line = sys.stdin.readline()
-            if not line:
+            line = read_stdin_line(number)
+            if line is None:
                 break
-            run([line.rstrip("\n")])
+            run([line])
     else:
-        batch = [line.rstrip("\n") for line in sys.stdin]
+        batch = read_stdin_lines()
         if batch:
             run(batch)
     if args.attention_png:
@@ -469,6 +531,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     def checkpoint_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--checkpoint", required=True, metavar="RUN_DIR", help="a trained run")
         p.add_argument("--which", default="best", help="best | latest | a step number")
+        p.add_argument(
+            "--precision",
+            choices=["fp32", "bf16"],
+            help="inference precision (default: the run's decode.precision, fp32 unless set): "
+            "bf16 is faster where the CPU has native bf16, and its outputs agree with fp32 up "
+            "to near-tied tokens",
+        )
 
     p = sub.add_parser(
         "evaluate",
@@ -488,18 +557,28 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--labels", metavar="FILE", help="classification: the label of each --src line")
     p.add_argument(
-        "--confusion-png", metavar="FILE", help="classification: draw the confusion matrix"
+        "--confusion-png",
+        metavar="FILE",
+        help="classification: draw the confusion matrix (a new or regular file)",
     )
     p.add_argument("--ref", metavar="FILE", help="translation: their references, line by line")
     p.add_argument(
         "--horizon",
         type=positive_int,
-        help="forecasting: errors at 1 … K steps ahead (default 12; split default: test)",
+        help="forecasting: errors at 1 … K steps ahead, K at most the split's length (default "
+        "12, fewer on a shorter split; split default: test)",
     )
-    p.add_argument("--plot", metavar="FILE", help="forecasting: draw RMSE by horizon")
+    p.add_argument(
+        "--plot", metavar="FILE", help="forecasting: draw RMSE by horizon (a new or regular file)"
+    )
     p.add_argument("--text", metavar="FILE", help="language model: perplexity of this text")
     p.add_argument("--beam", type=positive_int, help="translation: beam size (1 = greedy)")
-    p.add_argument("--output", metavar="FILE", help="translation: also write the hypotheses here")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        help="translation: also write the hypotheses here (a new or regular file, replaced "
+        "atomically; a symbolic link or device is refused)",
+    )
     engine_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_evaluate)
@@ -520,13 +599,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="print the K best hypotheses (needs a beam >= K): index, rank, score, text",
     )
     p.add_argument(
-        "--attention-png", metavar="DIR", help="write one source×output heatmap per sentence"
+        "--attention-png",
+        metavar="DIR",
+        help=f"write one source×output heatmap per sentence into DIR: {RULE}",
     )
     engine_args(p)
-    p.set_defaults(func=cmd_translate)
+    p.set_defaults(func=writes_into("attention_png", cmd_translate))
 
     p = sub.add_parser(
-        "classify", help="label sentences (a file or stdin) or image files with a classifier"
+        "classify",
+        help="label sentences (a file or stdin) or image files with a classifier",
+        description="Label each line of --input (or standard input, UTF-8) with the most "
+        "probable class: one output line LABEL<TAB>PROBABILITY<TAB>TEXT per input line. Blank "
+        "lines are skipped, with a warning naming them; lines longer than the model's "
+        "data.max_len tokens are cut to it, with a warning.",
     )
     checkpoint_args(p)
     p.add_argument("files", nargs="*", help="image files (image classifiers)")
@@ -534,12 +620,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--attention-png",
         metavar="DIR",
-        help="write per-head self-attention maps (and, for ViT, attention rollout on the image)",
+        help="write per-head self-attention maps (and, for ViT, attention rollout on the "
+        f"image) into DIR: {RULE}",
     )
     p.add_argument(
         "--layer", type=int, default=-1, help="which layer's attention to draw (default: last)"
     )
-    p.set_defaults(func=cmd_classify)
+    p.set_defaults(func=writes_into("attention_png", cmd_classify))
 
     p = sub.add_parser(
         "forecast", help="predict the next values of a series (CSV or the run's own) k steps on"
@@ -548,7 +635,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--input",
         metavar="CSV",
-        help="a header line, then one value per row (default: the run's configured series)",
+        help="one value per row, in the last column (or --column); a first row whose value is "
+        "a number is data, else it is the header. Values must be finite, within ±1e15 "
+        "(default: the run's configured series)",
     )
     p.add_argument("--column", help="the CSV column holding the values (default: the last)")
     p.add_argument(
@@ -557,18 +646,27 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="what to do with empty or NaN values (default: error)",
     )
     p.add_argument("--steps", type=positive_int, required=True, help="values to predict")
-    p.add_argument("--png", metavar="FILE", help="draw the end of the series and the forecast")
+    p.add_argument(
+        "--png",
+        metavar="FILE",
+        help="draw the end of the series and the forecast (a new or regular file)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_forecast)
 
-    p = sub.add_parser("generate", help="continue a text prefix with a trained language model")
+    p = sub.add_parser(
+        "generate",
+        help="continue a text prefix with a trained language model",
+        description="Continue --prefix by --tokens tokens. The reserved tokens (<unk>, <pad>, "
+        "<bos>, <eos>) are never generated.",
+    )
     checkpoint_args(p)
     p.add_argument("--prefix", default="", help="text to warm up on")
     p.add_argument("--tokens", type=non_negative_int, default=200, help="tokens to generate")
     p.add_argument(
         "--temperature",
         type=non_negative_float,
-        help="0 = greedy; > 0 samples (default: the run's decode section)",
+        help="0 = greedy; > 0 samples, at most 100 (default: the run's decode section)",
     )
     p.add_argument(
         "--top-k", type=non_negative_int, help="sample from the k most likely tokens (0 = all)"

@@ -7,15 +7,25 @@ import json
 import sys
 from pathlib import Path
 
-from seqlab.cli.common import check_writable_dir, non_negative_int, positive_int
+from seqlab.cli.common import (
+    check_writable_dir,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    writes_into,
+)
 from seqlab.errors import SeqlabError
+from seqlab.outputs import RULE
+
+OUT_HELP = f"output folder: {RULE}"
 
 
 def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
     from seqlab.analysis.gradients import run_gradient_diagnosis
+    from seqlab.deprecation import renamed_value
     from seqlab.nn.rnn import CELL_NAMES
 
-    cells = [c.strip() for c in args.cells.split(",") if c.strip()]
+    cells = [renamed_value("model.cell", c.strip()) for c in args.cells.split(",") if c.strip()]
     unknown = [c for c in cells if c not in CELL_NAMES]
     if unknown or not cells:
         raise SeqlabError(
@@ -71,6 +81,14 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
         save_layer_costs,
     )
 
+    if args.width % args.heads:
+        fits = [h for h in range(1, min(args.width, 16) + 1) if args.width % h == 0]
+        raise SeqlabError(
+            f"--heads {args.heads} does not divide --width {args.width}: multi-head attention "
+            f"gives each head width/heads dimensions; heads that divide {args.width}: "
+            + ", ".join(map(str, fits))
+            + (", ..." if args.width > 16 else "")
+        )
     if args.out:
         check_writable_dir(args.out, "--out")
     if args.threads:
@@ -210,9 +228,10 @@ def cmd_demo_list(args: argparse.Namespace) -> int:
     if not args.list:
         raise SeqlabError("name a demo (seqlab demo --list shows them)")
     width = max(map(len, DEMOS))
-    print(f"{'demo':{width}s}  seeds          section → what it shows")
+    source_width = max(len(demo.source) for demo in DEMOS.values())
+    print(f"{'demo':{width}s}  {'source':{source_width}s}  section → what it shows")
     for name, demo in DEMOS.items():
-        print(f"{name:{width}s}  {demo.seeds:13s}  {demo.section} → {demo.shows}")
+        print(f"{name:{width}s}  {demo.source:{source_width}s}  {demo.section} → {demo.shows}")
     return 0
 
 
@@ -250,13 +269,16 @@ def cmd_ngram(args: argparse.Namespace) -> int:
     from seqlab.config import load_config
     from seqlab.tasks.language_modeling import ngram_models
 
+    if args.k is not None and args.smoothing != "add_k":
+        raise SeqlabError("--k is add-k's pseudo-count: it applies with --smoothing add_k")
     cfg = load_config(args.config, args.overrides)
     if cfg.task != "language_modeling":
         raise SeqlabError(
             f"{args.config} is a {cfg.task.replace('_', ' ')} config; n-gram "
             "models need a language-modelling config (its data section)"
         )
-    corpus, found = ngram_models(cfg, args.orders, args.smoothing, args.k)
+    k = 1.0 if args.k is None else args.k
+    corpus, found = ngram_models(cfg, args.orders, args.smoothing, k)
     rows = {n: {k: v for k, v in r.items() if k != "model"} for n, r in found.items()}
     if args.json:
         print(
@@ -282,7 +304,8 @@ def cmd_ngram(args: argparse.Namespace) -> int:
     if args.generate is not None:
         lm = found[max(found)]["model"]
         ids = corpus.vocab[corpus.tokenizer.tokenize(args.generate)]
-        out = lm.sample(ids, args.tokens, torch.Generator().manual_seed(args.seed))
+        reserved = range(corpus.vocab.num_reserved)  # <unk>, <pad>, ...: never in the text
+        out = lm.sample(ids, args.tokens, torch.Generator().manual_seed(args.seed), reserved)
         print(corpus.tokenizer.detokenize(corpus.vocab.to_tokens(list(ids) + out)))
     return 0
 
@@ -320,9 +343,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="multiply W_h: e.g. 4 with rnn_relu explodes",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="runs/gradients", metavar="DIR")
+    p.add_argument("--out", default="runs/gradients", metavar="DIR", help=OUT_HELP)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_diagnose_gradients)
+    p.set_defaults(func=writes_into("out", cmd_diagnose_gradients))
 
     demo = sub.add_parser("demo", help="self-contained demonstrations (no download)")
     demo.add_argument(
@@ -334,66 +357,66 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "positional-encoding",
         help="the sinusoidal P: heatmap, columns, binary analogy, offset-only cosine similarity",
     )
-    p.add_argument("--out", default="runs/positional-encoding", metavar="DIR")
+    p.add_argument("--out", default="runs/positional-encoding", metavar="DIR", help=OUT_HELP)
     p.add_argument("--max-len", type=positive_int, default=60)
     p.add_argument("--d-model", type=positive_int, default=32)
-    p.set_defaults(func=cmd_demo_positional_encoding)
+    p.set_defaults(func=writes_into("out", cmd_demo_positional_encoding))
     for name, text in (
         ("positions", "learned vs sinusoidal positions: train on 64 characters, test on 256"),
         ("norm-placement", "post-norm vs pre-norm Transformer LM, same budget"),
         ("training-choices", "sequential vs random sampling, with and without clipping"),
     ):
         p = demo_sub.add_parser(name, help=text)
-        p.add_argument("--out", default=f"runs/{name}", metavar="DIR")
+        p.add_argument("--out", default=f"runs/{name}", metavar="DIR", help=OUT_HELP)
         p.add_argument("--steps", type=positive_int, help="optimizer steps per model")
         p.add_argument("--threads", type=non_negative_int, default=0)
-        p.set_defaults(func=cmd_demo_lm)
+        p.set_defaults(func=writes_into("out", cmd_demo_lm))
     p = demo_sub.add_parser(
         "layer-paths", help="CNN/RNN/self-attention: sequential ops and path length, measured"
     )
-    p.add_argument("--out", default="runs/layer-paths", metavar="DIR")
-    p.set_defaults(func=cmd_demo_layer_paths)
+    p.add_argument("--out", default="runs/layer-paths", metavar="DIR", help=OUT_HELP)
+    p.set_defaults(func=writes_into("out", cmd_demo_layer_paths))
     p = demo_sub.add_parser(
         "attention-scaling", help="why divide by √d_k: variance, saturation, gradient vs d"
     )
-    p.add_argument("--out", default="runs/attention-scaling", metavar="DIR")
-    p.set_defaults(func=cmd_demo_attention_scaling)
+    p.add_argument("--out", default="runs/attention-scaling", metavar="DIR", help=OUT_HELP)
+    p.set_defaults(func=writes_into("out", cmd_demo_attention_scaling))
     p = demo_sub.add_parser(
         "self-attention-example",
         help="'Thinking Machines': the six steps of self-attention from the real module",
     )
-    p.add_argument("--out", default="runs/self-attention-example", metavar="DIR")
+    p.add_argument("--out", default="runs/self-attention-example", metavar="DIR", help=OUT_HELP)
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_demo_self_attention)
+    p.set_defaults(func=writes_into("out", cmd_demo_self_attention))
     p = demo_sub.add_parser(
         "dates", help="train Bahdanau + Transformer to turn written dates into ISO dates"
     )
-    p.add_argument("--out", default="runs/demo", metavar="DIR", help="output folder (replaced)")
+    p.add_argument("--out", default="runs/demo", metavar="DIR", help=OUT_HELP)
     p.add_argument(
         "--threads", type=non_negative_int, default=0, help="torch threads (0: PyTorch's default)"
     )
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
-    p.set_defaults(func=cmd_demo_dates)
+    p.set_defaults(func=writes_into("out", cmd_demo_dates))
     p = demo_sub.add_parser(
-        "kernel-regression", help="Nadaraya–Watson kernel regression (d2l §10.2): two plots"
+        "kernel-regression", help="Nadaraya–Watson kernel regression (d2l §11.2): two plots"
     )
-    p.add_argument("--out", default="runs/kernel-regression", metavar="DIR")
+    p.add_argument("--out", default="runs/kernel-regression", metavar="DIR", help=OUT_HELP)
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_demo_kernel_regression)
+    p.set_defaults(func=writes_into("out", cmd_demo_kernel_regression))
 
     p = demo_sub.add_parser(
         "forecasting",
-        help="AR(4) on a noisy sine (d2l §8.1): 1-step vs k-step predictions, error by horizon",
+        help="AR(4) on a noisy sine (d2l §9.1): 1-step vs k-step predictions, error by horizon",
     )
-    p.add_argument("--out", default="runs/forecasting", metavar="DIR")
+    p.add_argument("--out", default="runs/forecasting", metavar="DIR", help=OUT_HELP)
     p.add_argument("--threads", type=non_negative_int, default=0)
-    p.set_defaults(func=cmd_demo_forecasting)
+    p.set_defaults(func=writes_into("out", cmd_demo_forecasting))
 
     p = demo_sub.add_parser(
         "vit-vs-cnn",
-        help="MNIST: test accuracy of a tiny ViT and a CNN as the training set grows (seed 003)",
+        help="MNIST: test accuracy of a tiny ViT and a CNN as the training set grows (Dosovitskiy 2021 §4.3)",
     )
-    p.add_argument("--out", default="runs/vit-vs-cnn", metavar="DIR")
+    p.add_argument("--out", default="runs/vit-vs-cnn", metavar="DIR", help=OUT_HELP)
     p.add_argument(
         "--sizes",
         type=_sizes,
@@ -406,7 +429,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-minutes", type=float, help="time budget of each run (default: config's)")
     p.add_argument("--threads", type=non_negative_int, default=0)
-    p.set_defaults(func=cmd_demo_vit_vs_cnn)
+    p.set_defaults(func=writes_into("out", cmd_demo_vit_vs_cnn))
 
     p = sub.add_parser(
         "ngram",
@@ -416,8 +439,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs="*", metavar="key=value")
     p.add_argument("--orders", type=_orders, default="1,2,3,4,5", metavar="N,N,...")
     p.add_argument("--smoothing", choices=["kneser_ney", "add_k"], default="kneser_ney")
-    p.add_argument("--k", type=float, default=1.0, help="add-k's pseudo-count")
-    p.add_argument("--generate", metavar="PREFIX", help="sample from the highest order")
+    p.add_argument(
+        "--k", type=positive_float, help="add-k's pseudo-count, a finite number > 0 (default 1)"
+    )
+    p.add_argument(
+        "--generate",
+        metavar="PREFIX",
+        help="sample from the highest order (never <unk>, <pad>, <bos> or <eos>)",
+    )
     p.add_argument("--tokens", type=non_negative_int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
@@ -450,5 +479,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="length of the attention memory report",
     )
     p.add_argument("--json", action="store_true")
-    p.add_argument("--out", metavar="DIR", help="also write layer_costs.json and layer_costs.png")
-    p.set_defaults(func=cmd_bench_layers)
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help=f"also write layer_costs.json and layer_costs.png into this folder: {RULE}",
+    )
+    p.set_defaults(func=writes_into("out", cmd_bench_layers))

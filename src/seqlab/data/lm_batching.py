@@ -1,4 +1,5 @@
-"""Language-model minibatches from one long token-id sequence (d2l §8.3.4, seed 000).
+"""Language-model minibatches from one long token-id sequence (d2l.ai §9.3.3, Partitioning
+Sequences; both iterators below are those of d2l 0.17 §8.3.4, Reading Long Sequence Data).
 
 Two ways to cut a corpus of ids into ``(X, Y)`` minibatches of shape ``(B, T)``, where ``Y`` is
 ``X`` shifted left by one token:

@@ -1,4 +1,4 @@
-"""Real-valued sequences for forecasting (seed 000, "sequence models").
+"""Real-valued sequences for forecasting (d2l.ai §9.1, Working with Sequences).
 
 - ``sine``: the synthetic series of d2l's sequence-model chapter, x_t = sin(0.01 t) + 0.2 ε_t,
   ε_t ~ N(0, 1), t = 1 … T, generated from a seed.
@@ -41,6 +41,9 @@ def sine_series(length: int = 1000, seed: int = 0) -> Tensor:
     return torch.sin(0.01 * t) + 0.2 * torch.randn(length, generator=g)
 
 
+#: the largest magnitude of a series value: squares and sums of a few million such values stay
+#: far inside float32's range (3.4e38), where the models compute
+MAX_ABS_VALUE = 1e15
 #: cells read as a missing value (besides an empty one)
 MISSING_MARKS = ("", "nan", "na", "n/a", "null", "none")
 
@@ -48,7 +51,11 @@ MISSING_MARKS = ("", "nan", "na", "n/a", "null", "none")
 def read_series_csv(
     path: str | Path, column: str | None = None, missing: str = "error"
 ) -> list[float]:
-    """The values of one column of a CSV with a header, in row order.
+    """The values of one column of a CSV, in row order.
+
+    The first row is a header unless its value cell is a number: then the file has no header
+    and that row is the first time step (``column`` can then only be the default, the last).
+    Every value must be finite and within ±:data:`MAX_ABS_VALUE`.
 
     Args:
         column: the header name of the values (default: the last column).
@@ -57,33 +64,48 @@ def read_series_csv(
             ``drop`` (the row is left out; the steps then close up).
 
     Raises:
-        DataError: no header or rows, an unknown column, a non-numeric cell (``file:line``), a
-            missing value with ``missing="error"``.
+        DataError: no rows, an unknown column, a non-numeric, infinite or too large cell
+            (``file:line``), a missing value with ``missing="error"``.
     """
-    lines = [text for _, text in read_lines(path)]
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    text = "\n".join(line for _, line in read_lines(path))
+    return parse_series_csv(text, str(path), column, missing)
+
+
+def parse_series_csv(
+    text: str, path: str, column: str | None = None, missing: str = "error"
+) -> list[float]:
+    """:func:`read_series_csv` of a CSV file's ``text`` (errors name it ``path``), e.g. an upload."""
+    rows = list(csv.reader(io.StringIO(text.removeprefix("\ufeff"))))
     if not rows:
         raise DataError(f"{path}: empty file; expected a header and one row per time step")
     header = rows[0]
+    headerless = _is_number(header[-1]) if header else False
     if column is None:
         idx = len(header) - 1
-    elif column in header:
+    elif column in header and not headerless:
         idx = header.index(column)
+    elif headerless:
+        raise DataError(
+            f"{path}:1: the file has no header (its first row, {','.join(header)[:60]!r}, is "
+            f"data), so no column is named {column!r}; add a header line, or leave the column "
+            "unset to read the last one"
+        )
     else:
         raise DataError(
             f"{path}:1: no column {column!r} in the header ({', '.join(map(repr, header))}); "
             "set data.column"
         )
-    name = header[idx]
+    name = f"column {idx + 1}" if headerless else f"column {header[idx]!r}"
     values: list[float | None] = []
-    for number, row in enumerate(rows[1:], start=2):
+    data_rows = rows if headerless else rows[1:]
+    for number, row in enumerate(data_rows, start=1 if headerless else 2):
         if not row or not any(cell.strip() for cell in row):
             continue  # a blank line (e.g. at the end)
         cell = row[idx].strip() if idx < len(row) else ""
         if cell.lower() in MISSING_MARKS:
             if missing == "error":
                 raise DataError(
-                    f"{path}:{number}: missing value in column {name!r}; fill it, or set "
+                    f"{path}:{number}: missing value in {name}; fill it, or set "
                     "data.missing: interpolate or drop"
                 )
             values.append(None)
@@ -91,19 +113,43 @@ def read_series_csv(
         try:
             value = float(cell)
         except ValueError:
-            raise DataError(
-                f"{path}:{number}: {cell[:40]!r} in column {name!r} is not a number"
-            ) from None
+            raise DataError(f"{path}:{number}: {cell[:40]!r} in {name} is not a number") from None
         if not math.isfinite(value):
-            raise DataError(f"{path}:{number}: {cell!r} in column {name!r} is not finite")
+            raise DataError(f"{path}:{number}: {cell[:40]!r} in {name} is not finite")
+        if abs(value) > MAX_ABS_VALUE:
+            raise DataError(
+                f"{path}:{number}: {cell[:40]!r} in {name} is beyond ±{MAX_ABS_VALUE:.0e}, the "
+                "largest magnitude seqlab forecasts (models compute in float32): rescale the "
+                "series, e.g. to thousands"
+            )
         values.append(value)
     if missing == "drop":
         out = [v for v in values if v is not None]
     else:
         out = _interpolate(values)
     if not out:
-        raise DataError(f"{path}: no values in column {name!r}")
+        raise DataError(f"{path}: no values in {name}")
     return out
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return cell.strip().lower() not in MISSING_MARKS
+
+
+def check_values(values: Sequence[float], what: str) -> None:
+    """Refuse a series value that is NaN, infinite or beyond ±:data:`MAX_ABS_VALUE` (``what``
+    names the series in the message)."""
+    for i, v in enumerate(values):
+        if not math.isfinite(v) or abs(v) > MAX_ABS_VALUE:
+            problem = "is not finite" if not math.isfinite(v) else f"is beyond ±{MAX_ABS_VALUE:.0e}"
+            raise DataError(
+                f"{what}: value {i} ({v}) {problem}; a series holds finite numbers within "
+                f"±{MAX_ABS_VALUE:.0e} (models compute in float32)"
+            )
 
 
 def _interpolate(values: list[float | None]) -> list[float]:
@@ -172,6 +218,7 @@ class Scaler:
 
     @classmethod
     def fit(cls, x: Tensor) -> Scaler:
+        x = x.double()  # large values: squares in float32 could overflow
         std = float(x.std()) if len(x) > 1 else 1.0
         return cls(float(x.mean()), std if std > 0 else 1.0)
 
@@ -226,7 +273,7 @@ class WindowBatches:
 def k_step_predictions(
     predict: object, x: Tensor, window: int, k: int, starts: Sequence[int]
 ) -> Tensor:
-    """k-step-ahead predictions by feeding predictions back (d2l §8.1.2).
+    """k-step-ahead predictions by feeding predictions back (d2l.ai §9.1.4).
 
     For each start t, the model sees the observed x[t-τ : t] and predicts x̂_t, then x̂_{t+1}
     from a window that includes x̂_t, and so on: row i holds x̂_{t_i}, …, x̂_{t_i + k - 1}.

@@ -215,7 +215,7 @@ def format_stats(d: dict[str, Any]) -> str:
 
 
 def ngram_frequencies(tokens: Sequence[str], n_max: int = 3) -> dict[int, list[int]]:
-    """Counts of the distinct 1- … ``n_max``-grams of ``tokens``, largest first (d2l §8.3.1)."""
+    """Counts of the distinct 1- … ``n_max``-grams of ``tokens``, largest first (d2l.ai §9.2.5)."""
     from collections import Counter
 
     out = {}

@@ -1,10 +1,10 @@
 """Tokenizers: characters, words, and SentencePiece subwords — each with its inverse.
 
-- :class:`CharTokenizer`: one token per character (d2l §8.2.2, ``token='char'``).
+- :class:`CharTokenizer`: one token per character (d2l.ai §9.2.2, ``token='char'``).
 - :class:`WordTokenizer`: whitespace words after normalisation. ``normalize="nmt"`` is the
-  d2l fra–eng preprocessing (§9.5.1): non-breaking spaces become spaces, text is lowercased and a
-  space is put before ``, . ! ?``. ``normalize="letters"`` is the d2l Time Machine cleaning:
-  anything that is not a letter becomes a space, lowercased.
+  d2l fra–eng preprocessing (d2l.ai §10.5.1): non-breaking spaces become spaces, text is
+  lowercased and a space is put before ``, . ! ?``. ``normalize="letters"`` is the d2l Time
+  Machine cleaning: anything that is not a letter becomes a space, lowercased.
 - :class:`SubwordTokenizer`: SentencePiece BPE or unigram (Kudo & Richardson 2018), trained on
   the training split only, saved next to the model that uses it.
 
@@ -31,7 +31,7 @@ _SPACE_THEN_PUNCT = re.compile(r" ([,.!?])")
 
 
 def normalize_text(text: str, how: Normalize) -> str:
-    """Apply one of the notes' cleanings (see the module docstring)."""
+    """Apply one of the cleanings of the module docstring."""
     if how == "none":
         return text
     if how == "letters":

@@ -6,13 +6,13 @@
 - decoder input  = ``<bos> y1..yn``   (``Batch.tgt_in``)
 - decoder output = ``y1..yn <eos>``   (``Batch.tgt_out``, the labels: position t predicts y_{t+1})
 
-so ``tgt_in`` and ``tgt_out`` have the same length n + 1 = ``tgt_len``. With ``max_len`` every one
-of these rows is at most ``max_len`` positions long: a sentence longer than ``max_len - 1``
-tokens is cut to its first ``max_len - 1`` tokens. Cuts are counted per side in
+so ``tgt_in`` and ``tgt_out`` have the same length n + 1 = ``tgt_lengths``. With ``max_len``
+every one of these rows is at most ``max_len`` positions long: a sentence longer than
+``max_len - 1`` tokens is cut to its first ``max_len - 1`` tokens. Cuts are counted per side in
 :class:`EncodeSummary` and reported in one :class:`~seqlab.data.parallel.DataWarning`.
 
-**Padding.** Rows are right-padded with ``<pad>`` (id 1); ``src_len``/``tgt_len`` hold the valid
-lengths.
+**Padding.** Rows are right-padded with ``<pad>`` (id 1); ``src_lengths``/``tgt_lengths`` hold the
+real lengths.
 
 **Token budget.** A batch of B examples costs ``B × max(S, T)`` tokens, where S and T are its
 padded source and target lengths (fairseq's rule): both padded tensors fit in ``batch_tokens``.
@@ -44,6 +44,7 @@ from torch import Tensor
 from seqlab.data.parallel import DataWarning
 from seqlab.data.tokenizers import SubwordTokenizer, Tokenizer, make_tokenizer
 from seqlab.data.vocab import Vocab
+from seqlab.deprecation import renamed_attribute
 from seqlab.errors import DataError
 from seqlab.tokens import BOS, EOS, PAD
 
@@ -165,15 +166,15 @@ class TranslationData:
 
     def collate(self, indices: Sequence[int]) -> Batch:
         """Pad the examples at ``indices`` into one :class:`Batch` (in that order)."""
-        src, src_len = pad_sequences([self.src[i] for i in indices])  # (B, S), (B,)
-        tgt_in, tgt_len = pad_sequences([self.tgt[i][:-1] for i in indices])  # (B, T): <bos> y
+        src, src_lengths = pad_sequences([self.src[i] for i in indices])  # (B, S), (B,)
+        tgt_in, tgt_lengths = pad_sequences([self.tgt[i][:-1] for i in indices])  # (B, T): <bos> y
         tgt_out, _ = pad_sequences([self.tgt[i][1:] for i in indices])  # (B, T): y <eos>
         return Batch(
             src=src,
-            src_len=src_len,
+            src_lengths=src_lengths,
             tgt_in=tgt_in,
             tgt_out=tgt_out,
-            tgt_len=tgt_len,
+            tgt_lengths=tgt_lengths,
             indices=torch.tensor(list(indices), dtype=torch.long),  # (B,)
         )
 
@@ -228,16 +229,19 @@ class Batch:
     """One padded batch. Padding is ``<pad>`` = 1 everywhere.
 
     Shape:
-        src (B, S), src_len (B,), tgt_in (B, T), tgt_out (B, T), tgt_len (B,), indices (B,):
-        positions of the examples in the :class:`TranslationData`.
+        src (B, S), src_lengths (B,), tgt_in (B, T), tgt_out (B, T), tgt_lengths (B,),
+        indices (B,): positions of the examples in the :class:`TranslationData`.
     """
 
     src: Tensor
-    src_len: Tensor
+    src_lengths: Tensor
     tgt_in: Tensor
     tgt_out: Tensor
-    tgt_len: Tensor
+    tgt_lengths: Tensor
     indices: Tensor
+
+    src_len = renamed_attribute("src_len", "src_lengths")
+    tgt_len = renamed_attribute("tgt_len", "tgt_lengths")
 
     def __len__(self) -> int:
         return self.src.shape[0]
@@ -245,12 +249,12 @@ class Batch:
     @property
     def num_src_tokens(self) -> int:
         """Real (unpadded) source positions, ``<eos>`` included."""
-        return int(self.src_len.sum())
+        return int(self.src_lengths.sum())
 
     @property
     def num_tgt_tokens(self) -> int:
         """Real target positions (labels), ``<eos>`` included: what a loss is averaged over."""
-        return int(self.tgt_len.sum())
+        return int(self.tgt_lengths.sum())
 
     def to(self, device: torch.device | str) -> Batch:
         return Batch(
@@ -258,10 +262,10 @@ class Batch:
                 t.to(device)
                 for t in (
                     self.src,
-                    self.src_len,
+                    self.src_lengths,
                     self.tgt_in,
                     self.tgt_out,
-                    self.tgt_len,
+                    self.tgt_lengths,
                     self.indices,
                 )
             )
@@ -292,7 +296,7 @@ class TokenBatchSampler:
     """Lists of example indices under a token budget, bucketed by length or not.
 
     Args:
-        src_lens, tgt_lens: per example, the source row length and ``tgt_len``.
+        src_lens, tgt_lens: per example, the source row length and ``tgt_lengths``.
         batch_tokens: budget per batch, ``B × max(S, T)``.
         bucket: sort by length before cutting (else: the random baseline).
         shuffle: randomise from ``(seed, epoch)``; ``False`` gives fixed batches in sorted

@@ -1,4 +1,4 @@
-"""Vocabulary: a two-way map between tokens and integer ids (d2l §8.2.3).
+"""Vocabulary: a two-way map between tokens and integer ids (d2l.ai §9.2.3).
 
 Reserved tokens have fixed ids, whatever the corpus: ``<unk>`` 0, ``<pad>`` 1, ``<bos>`` 2,
 ``<eos>`` 3 (defined in :mod:`seqlab.tokens`). The remaining tokens follow by descending frequency (ties broken by first

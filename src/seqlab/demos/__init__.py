@@ -1,5 +1,6 @@
-"""Self-contained demonstrations behind ``seqlab demo NAME``; :data:`DEMOS` says which claim of
-the notes (``../shared/seeds``) each reproduces. Each writes PNG figures and a JSON of numbers."""
+"""Self-contained demonstrations behind ``seqlab demo NAME``; :data:`DEMOS` says which published
+claim or figure each reproduces and where it is published (d2l.ai section, paper). Each writes PNG
+figures and a JSON of numbers."""
 
 from __future__ import annotations
 
@@ -7,51 +8,65 @@ from typing import NamedTuple
 
 
 class Demo(NamedTuple):
-    seeds: str  # which source documents
-    section: str  # where in them
+    source: str  # where the claim is published: a d2l.ai section or a paper
+    section: str  # what the source calls it
     shows: str  # the claim or figure reproduced
 
 
 DEMOS: dict[str, Demo] = {
     "dates": Demo(
-        "004, 000", "RNNsearch; Bahdanau attention", "attentive RNN and Transformer translate dates"
+        "Bahdanau 2014; d2l §11.4",
+        "RNNsearch; The Bahdanau Attention Mechanism",
+        "attentive RNN and Transformer translate dates",
     ),
     "kernel-regression": Demo(
-        "000", "attention cues: Nadaraya–Watson", "non-parametric vs learned-width kernel pooling"
+        "d2l §11.2",
+        "Attention Pooling by Similarity (Nadaraya–Watson)",
+        "non-parametric vs learned-width kernel pooling",
     ),
     "forecasting": Demo(
-        "000", "sequence models: autoregressive models", "1-step vs k-step prediction of a sine"
+        "d2l §9.1",
+        "Working with Sequences: autoregressive models, prediction",
+        "1-step vs k-step prediction of a sine",
     ),
     "positional-encoding": Demo(
-        "001, 002, 003",
-        "positional encoding",
+        "Vaswani §3.5; d2l §11.6.3",
+        "Positional Encoding",
         "P as a heatmap, its columns, binary counting; cos(p_t, p_t+k) depends on k only",
     ),
     "attention-scaling": Demo(
-        "001, 003", "why scale by √d_k", "score variance, softmax saturation, gradient vs d"
+        "Vaswani §3.2.1",
+        "Scaled Dot-Product Attention (footnote 4)",
+        "score variance, softmax saturation, gradient vs d",
     ),
     "self-attention-example": Demo(
-        "001", "self-attention in six steps", "'Thinking Machines' step by step, the ÷8 of d_k = 64"
+        "Alammar 2018",
+        "The Illustrated Transformer: self-attention in detail",
+        "'Thinking Machines' step by step, the ÷8 of d_k = 64",
     ),
     "positions": Demo(
-        "001",
-        "learned vs fixed positional encoding",
+        "Vaswani §3.5",
+        "learned vs sinusoidal positions (Table 3, row E)",
         "char LM trained on 64 characters, evaluated on 64, 128, 256",
     ),
     "norm-placement": Demo(
-        "001, 000", "residual + LayerNorm (AddNorm)", "post-norm vs pre-norm, same budget"
+        "Vaswani §3.1; d2l §11.7.3",
+        "Residual Connection and Layer Normalization",
+        "post-norm vs pre-norm, same budget",
     ),
     "training-choices": Demo(
-        "000",
-        "random sampling vs sequential partitioning; gradient clipping",
+        "d2l 0.17 §8.3.4; d2l §9.5.3",
+        "random sampling vs sequential partitioning; Gradient Clipping",
         "tanh RNN LM trained four ways, loss curves",
     ),
     "layer-paths": Demo(
-        "002, 000",
-        "CNN vs RNN vs self-attention",
+        "d2l §11.6.2; Vaswani Table 1",
+        "Comparing CNNs, RNNs, and Self-Attention",
         "sequential operations and maximum path length measured from the layers' graphs",
     ),
     "vit-vs-cnn": Demo(
-        "003", "Vision Transformers", "ViT vs CNN test accuracy as the training set grows"
+        "Dosovitskiy §4.3",
+        "Pre-training Data Requirements",
+        "ViT vs CNN test accuracy as the training set grows",
     ),
 }

@@ -11,17 +11,15 @@ nothing but an earlier demo run's files; anything else is refused, never deleted
 
 from __future__ import annotations
 
-import shutil
 import time
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 from seqlab import load
 from seqlab.config import load_config
-from seqlab.errors import ConfigError
-from seqlab.experiment import RUN_FILES, is_run_dir, train
+from seqlab.experiment import train
 from seqlab.plotting import plot_attention
+from seqlab.rundir import RunDir
 from seqlab.tasks import artefacts
 from seqlab.tasks.translation import load_pairs
 
@@ -37,26 +35,9 @@ DEMO_FILES = ("attention-*.png",)
 
 
 def clear_earlier_run(run_dir: Path) -> None:
-    """Remove ``run_dir`` if it is an earlier demo run; refuse anything else."""
-    if not run_dir.exists():
-        return
-    if not run_dir.is_dir() or not is_run_dir(run_dir):
-        raise ConfigError(
-            f"{run_dir} exists and is not an earlier demo run (no seqlab run.json); "
-            "choose another --out (nothing was deleted)"
-        )
-    known = RUN_FILES | artefacts()
-    foreign = [
-        p.name
-        for p in run_dir.iterdir()
-        if p.name not in known and not any(fnmatch(p.name, pat) for pat in DEMO_FILES)
-    ]
-    if foreign:
-        raise ConfigError(
-            f"{run_dir} holds files the demo did not write ({', '.join(sorted(foreign)[:5])}); "
-            "choose another --out (nothing was deleted)"
-        )
-    shutil.rmtree(run_dir)
+    """Remove ``run_dir`` if it is an earlier demo run; refuse anything else
+    (:meth:`seqlab.rundir.RunDir.clear`)."""
+    RunDir(run_dir).clear(artefacts(), also=DEMO_FILES, what="demo run")
 
 
 def run_dates_demo(out_dir: str | Path, threads: int = 0, log=print) -> dict[str, dict[str, Any]]:
@@ -77,7 +58,7 @@ def run_dates_demo(out_dir: str | Path, threads: int = 0, log=print) -> dict[str
         test = load_pairs(cfg)["test"]
         outputs = model.translate([s for s, _ in test])
         correct = sum(out == ref for out, (_, ref) in zip(outputs, test, strict=True))
-        shown = model.hypotheses(EXAMPLES, need_attention=True)
+        shown = model.hypotheses(EXAMPLES, need_weights=True)
         pngs = []
         for i, (text, (best,)) in enumerate(zip(EXAMPLES, shown, strict=True)):
             src_tokens = model.vocabs.src_vocab.to_tokens(model.source_ids(text))
@@ -101,7 +82,7 @@ def run_dates_demo(out_dir: str | Path, threads: int = 0, log=print) -> dict[str
                 (t, model.detokenize(h[0].tokens)) for t, h in zip(EXAMPLES, shown, strict=True)
             ],
             "attention_png": [str(p) for p in pngs],
-            "curves_png": str(run_dir / "curves.png"),
+            "curves_png": str(RunDir(run_dir).curves_path),
         }
     log("")
     for name, r in results.items():

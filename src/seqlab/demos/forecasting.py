@@ -1,11 +1,11 @@
-"""``seqlab demo forecasting``: d2l §8.1's autoregressive model on a noisy sine, every figure.
+"""``seqlab demo forecasting``: d2l.ai §9.1's autoregressive model on a noisy sine, every figure.
 
 Trains ``sine-mlp`` (x_t = sin(0.01 t) + 0.2 ε, an MLP on the last τ = 4 values, trained on the
-first 600 steps), then draws what the notes show:
+first 600 steps), then draws the figures of d2l.ai §9.1.4 (Prediction):
 
 - ``forecast_data.png``: the series, the 1-step-ahead predictions everywhere, and the multi-step
   prediction started at the end of training that feeds back its own outputs and decays to a
-  flat line (the notes' "k-step-ahead prediction fails" figure);
+  flat line (the book's figure of multistep predictions failing);
 - ``forecast_k_steps.png``: k-step-ahead predictions for k = 1, 4, 16, 64 over the same steps;
 - ``forecast_horizons.png``: test RMSE against the horizon k, with the persistence baseline.
 

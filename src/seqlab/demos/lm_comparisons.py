@@ -1,17 +1,20 @@
-"""Claims of the notes that need training, measured on the Time Machine character LM.
+"""Claims of d2l.ai and Vaswani et al. 2017 that need training, measured on the Time Machine
+character LM.
 
 Each comparison trains small models with seqlab's own trainer and configs (one change between
 them, the same step budget and seed) and writes the loss curves, a JSON of the numbers and the
 run directories under ``OUT``:
 
-- :func:`positions_demo` (seed 001): learned vs sinusoidal positions in a char Transformer
-  trained on windows of 64, evaluated on windows of 64, 128 and 256. Sinusoidal positions past
-  64 are computed from the formula; learned rows past 64 were never trained (they keep their
-  initial values), so the learned model has nothing to go on there.
-- :func:`norm_demo`: post-norm (the paper's and the notes' x + Sublayer → LayerNorm) vs pre-norm
-  (LayerNorm → Sublayer, every shipped seqlab result) at a learning rate that suits pre-norm.
-- :func:`training_choices_demo` (seed 000): a tanh RNN trained with SGD at d2l's learning rate
-  1, with sequential partitioning or random sampling, with or without gradient clipping (θ = 1).
+- :func:`positions_demo` (Vaswani et al. 2017, §3.5): learned vs sinusoidal positions in a char
+  Transformer trained on windows of 64, evaluated on windows of 64, 128 and 256. Sinusoidal
+  positions past 64 are computed from the formula; learned rows past 64 were never trained (they
+  keep their initial values), so the learned model has nothing to go on there.
+- :func:`norm_demo`: post-norm (Vaswani et al. 2017 and d2l.ai §11.7.3: x + Sublayer →
+  LayerNorm) vs pre-norm (LayerNorm → Sublayer, Xiong et al. 2020; every shipped seqlab result)
+  at a learning rate that suits pre-norm.
+- :func:`training_choices_demo` (the iterators of d2l 0.17 §8.3.4; clipping, d2l.ai §9.5.3): a
+  tanh RNN trained with SGD at d2l's learning rate 1, with sequential partitioning or random
+  sampling, with or without gradient clipping (θ = 1).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from seqlab.demos.dates import clear_earlier_run
 from seqlab.experiment import train
 from seqlab.io import atomic_write_json
 from seqlab.plotting import plot_series
+from seqlab.rundir import RunDir
 from seqlab.tasks.language_modeling import load_corpus
 
 DATA = {"dataset": "timemachine", "tokenizer": "char", "normalize": "letters"}
@@ -43,7 +47,8 @@ def _train(out: Path, name: str, spec: dict[str, Any], threads: int) -> tuple[Pa
     spec = {**spec, "name": name}
     spec["train"] = {**spec["train"], "threads": threads}
     train(config_from_dict(spec), run_dir)
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    text = RunDir(run_dir).metrics_path.read_text(encoding="utf-8")
+    records = [json.loads(line) for line in text.splitlines()]
     return run_dir, records
 
 

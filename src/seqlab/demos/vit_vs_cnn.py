@@ -1,5 +1,5 @@
-"""``seqlab demo vit-vs-cnn``: seed 003's claim "with little data CNNs win, with much data ViT
-wins", measured on MNIST.
+"""``seqlab demo vit-vs-cnn``: "with little data CNNs win, with much data ViT wins" (Dosovitskiy
+et al. 2021, §4.2–4.3; d2l.ai §11.8), measured on MNIST.
 
 The tiny ViT and the small CNN of the shipped configs (``mnist-vit``, ``mnist-cnn``) are trained
 on the first N training images for growing N, each for the same number of optimizer steps

@@ -21,16 +21,29 @@ converts ids both ways, so it decodes exactly the ids seqlab would.
 
 :class:`CTranslate2Engine` decodes like :mod:`seqlab.models.search`: the source is ``x <eos>``,
 decoding starts from ``<bos>``, ``<pad>`` and ``<bos>`` are never produced, beam scores are
-``log p / |y|^α`` with ``<eos>`` counted, and ``<eos>`` may come first. Two differences remain:
-seqlab forces ``<eos>`` at each sentence's own length limit floor(a·S + b), while CTranslate2 has
-one limit per batch, the largest of its sentences'; and seqlab's beam search stops a sentence once
-it has K finished hypotheses (fairseq's rule), while CTranslate2 may keep searching, so n-best
-entries after the first can differ.
+``log p / |y|^α`` with ``<eos>`` counted, and ``<eos>`` may come first. Each sentence has its own
+length limit floor(a·S + b) (sentences are decoded in groups of equal limits), and a hypothesis
+that reaches it gets the ``<eos>`` seqlab forces there, in its score too: outputs and scores are
+seqlab's, also when the limit binds. One difference remains: seqlab's beam search stops a
+sentence once it has K finished hypotheses (fairseq's rule), while CTranslate2 may keep
+searching, so n-best entries after the first can differ.
+
+**Compute types.** ``compute_type`` (``--quantize``) must be one this machine's CPU runs
+(``ctranslate2.get_supported_compute_types("cpu")``); another is refused naming those it can.
+
+**The export folder.** An export is a folder of its own, replaced as a whole by a later export
+to the same ``--out``; ``seqlab.json`` in it marks it as seqlab's and lists the SHA-256 of every
+file written. :func:`check_export_dir` therefore accepts only a new or empty folder or an earlier
+export whose files are all its own, unchanged; it refuses anything else (the user's files,
+a training run, the run being exported, the current directory or one of its parents), and
+nothing it did not write is ever deleted.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -43,9 +56,19 @@ from torch import nn
 
 from seqlab.errors import SeqlabError
 from seqlab.nn.positional_encoding import sinusoidal_table
+from seqlab.rundir import RunDir
 from seqlab.tokens import BOS, PAD, SPECIAL_TOKENS
 
 FORMAT = "seqlab.ctranslate2/1"
+#: what an export written before ``seqlab.json`` listed its files may hold
+EXPORT_FILES = {
+    "config.json",
+    "model.bin",
+    "seqlab.json",
+    "shared_vocabulary.json",
+    "source_vocabulary.json",
+    "target_vocabulary.json",
+}
 INSTALL = "pip install ctranslate2  (or `make install`, which installs seqlab's extras)"
 
 
@@ -58,6 +81,19 @@ def require_ctranslate2() -> Any:
             f"the CTranslate2 engine is not installed; install it with: {INSTALL}"
         ) from None
     return ctranslate2
+
+
+def check_compute_type(compute_type: str | None) -> None:
+    """Refuse a CTranslate2 compute type (``--quantize``) this machine's CPU cannot run, naming
+    the ones it can (None and ``float32``/``default``/``auto`` always run)."""
+    if compute_type in (None, "float32", "default", "auto"):
+        return
+    supported = sorted(require_ctranslate2().get_supported_compute_types("cpu"))
+    if compute_type not in supported:
+        raise SeqlabError(
+            f"--quantize {compute_type}: this CPU cannot run CTranslate2's {compute_type} "
+            f"computation; it supports: {', '.join(supported)}"
+        )
 
 
 def token_name(i: int) -> str:
@@ -154,6 +190,90 @@ def build_spec(model: nn.Module, src_vocab_size: int, tgt_vocab_size: int) -> An
     return spec
 
 
+def _sha256(path: Path) -> str:
+    from seqlab.outputs import sha256_file
+
+    return sha256_file(path)
+
+
+def foreign_export_files(out_dir: Path) -> list[str] | None:
+    """Files of ``out_dir`` that an earlier export did not write (or that changed since);
+    None when ``out_dir`` is not an export (no ``seqlab.json`` of this format)."""
+    try:
+        info = json.loads((out_dir / "seqlab.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("format") != FORMAT:
+        return None
+    listed = info.get("files")
+    foreign = []
+    for entry in sorted(out_dir.iterdir()):
+        if entry.name == "seqlab.json":
+            continue
+        if entry.is_symlink() or not entry.is_file():
+            foreign.append(entry.name)
+        elif isinstance(listed, dict):
+            if listed.get(entry.name) != _sha256(entry):
+                foreign.append(entry.name)
+        elif entry.name not in EXPORT_FILES:
+            foreign.append(entry.name)
+    return foreign
+
+
+def check_export_dir(out_dir: str | Path, run_dir: str | Path | None = None) -> Path:
+    """Refuse, before any work, an ``--out`` that the export may not replace.
+
+    Accepted: a folder that does not exist, an empty one, or an earlier export by seqlab that
+    holds only its own files. Refused, naming why: a file or a symbolic link, the current
+    directory or one of its parents, the run being exported (``run_dir``) or a folder holding
+    it, a training run, and any folder with files the export did not write.
+    """
+    out = Path(out_dir)
+    if out.is_symlink():
+        raise SeqlabError(
+            f"--out {out} is a symbolic link; give the path of a new folder (nothing was written)"
+        )
+    if out.exists() and not out.is_dir():
+        raise SeqlabError(f"--out {out} exists and is not a directory (nothing was written)")
+    new = "give a new folder, e.g. --out " + str(out / "ctranslate2") + " (nothing was written)"
+    where = out.resolve()
+    cwd = Path.cwd().resolve()
+    if where == cwd or where in cwd.parents:
+        raise SeqlabError(
+            f"--out {out} is the current directory{'' if where == cwd else ' or holds it'}; an "
+            f"export replaces its --out folder as a whole: {new}"
+        )
+    if run_dir is not None:
+        run = Path(run_dir).resolve()
+        if where == run or where in run.parents:
+            raise SeqlabError(
+                f"--out {out} is {'the run being exported' if where == run else 'a folder holding the run being exported'} "
+                f"({run_dir}); an export replaces its --out folder as a whole: {new}"
+            )
+    if not out.is_dir() or not any(out.iterdir()):
+        return out
+    if RunDir(out).holds_training_files():
+        raise SeqlabError(
+            f"--out {out} holds a training run; an export replaces its --out folder as a whole: "
+            f"{new}"
+        )
+    foreign = foreign_export_files(out)
+    if foreign is None:
+        names = sorted(p.name for p in out.iterdir())
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise SeqlabError(
+            f"--out {out} is not empty and not an earlier CTranslate2 export by seqlab (it holds "
+            f"{shown}); seqlab never replaces your files: {new}"
+        )
+    if foreign:
+        raise SeqlabError(
+            f"--out {out} is an earlier export but also holds files the export did not write "
+            f"(or that changed since): {', '.join(foreign[:5])}; seqlab never replaces your "
+            f"files: move them away or {new}"
+        )
+    return out
+
+
 def export_ctranslate2(
     model: nn.Module,
     src_vocab_size: int,
@@ -164,16 +284,19 @@ def export_ctranslate2(
 ) -> Path:
     """Write ``model`` as a CTranslate2 model directory, atomically.
 
-    ``origin`` (e.g. the checkpoint) is recorded in ``seqlab.json`` beside the weights.
-    ``quantization`` (``int8``, ``int16``, ``bfloat16``) stores quantized weights; a float32
-    export can also be quantized when the engine loads it (``compute_type``).
+    ``origin`` (e.g. the checkpoint) is recorded in ``seqlab.json`` beside the weights, with the
+    SHA-256 of each file. ``quantization`` (``int8``, ``int16``, ``bfloat16``) stores quantized
+    weights; a float32 export can also be quantized when the engine loads it (``compute_type``).
+    ``out_dir`` must be new, empty or an earlier export (:func:`check_export_dir`); an earlier
+    export is replaced only once the new one is complete.
     """
+    out_dir = check_export_dir(out_dir)
     spec = build_spec(model, src_vocab_size, tgt_vocab_size)
     spec.validate()
     spec.optimize(quantization=quantization)
-    out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    old = None
     try:
         spec.save(str(tmp))
         info = {
@@ -181,14 +304,22 @@ def export_ctranslate2(
             "vocabulary": "#<id>",
             "quantization": quantization or "float32",
             **(origin or {}),
+            "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir())},
         }
         (tmp / "seqlab.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
+        check_export_dir(out_dir)  # again: it may have changed while the model was written
+        if out_dir.exists():  # an empty folder or an earlier export: set aside, then removed
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+            os.replace(out_dir, old / "export")
+        os.replace(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not out_dir.exists() and (old / "export").exists():
+            os.replace(old / "export", out_dir)  # put the earlier export back
         raise
+    finally:
+        if old is not None and out_dir.exists():
+            shutil.rmtree(old, ignore_errors=True)
     return out_dir
 
 
@@ -220,6 +351,7 @@ class CTranslate2Engine:
             info = None
         if not isinstance(info, dict) or info.get("format") != FORMAT:
             raise SeqlabError(f"{model_dir} is not a CTranslate2 model exported by seqlab")
+        check_compute_type(compute_type)
         self.model_dir, self.compute_type = Path(model_dir), compute_type
         self.translator = ct2.Translator(
             str(model_dir), device="cpu", compute_type=compute_type, intra_threads=threads
@@ -244,34 +376,78 @@ class CTranslate2Engine:
         max_len_b: int = 10,
         max_decode_len: int | None = None,
     ) -> list[list[Decoded]]:
-        """n-best hypotheses for each source (token ids ending in ``<eos>``), in input order.
+        """n-best hypotheses for each source (token ids ending in ``<eos>``), in input order,
+        with :func:`seqlab.models.search.greedy_search`'s and ``beam_search``'s conventions.
 
-        Greedy search when ``beam_size`` is 1. The batch's output limit is the largest
-        floor(a·S + b) of its sentences (capped by the model's positions), ``<eos>`` excluded.
+        Greedy search when ``beam_size`` is 1 (score: the log-probability), else beam search
+        (score: log-probability / (tokens + 1)^α). Each sentence gets its own output limit
+        floor(a·S + b) (capped by the model's positions), ``<eos>`` excluded: sentences are
+        decoded in groups of equal limits. CTranslate2 stops a hypothesis at its limit without
+        ``<eos>``; seqlab forces ``<eos>`` there, so such a hypothesis is rescored with the
+        forced ``<eos>`` (:meth:`_close_at_limit`) and the n-best list re-sorted.
         """
         if not src_ids:
             return []
-        limit = max(int(max_len_a * len(s) + max_len_b) for s in src_ids)
-        if max_decode_len is not None:
-            limit = min(limit, max_decode_len - 1)
-        results = self.translator.translate_batch(
-            [self._source(s) for s in src_ids],
-            beam_size=beam_size,
-            num_hypotheses=nbest,
-            length_penalty=length_penalty,
-            suppress_sequences=[[token_name(PAD)], [token_name(BOS)]],
-            max_decoding_length=max(limit, 0) + 1,  # + <eos>
-            min_decoding_length=0,  # <eos> may come first, as in seqlab
-            max_input_length=0,
-            return_scores=True,
-        )
-        return [
-            [
-                Decoded(self._ids(tokens), float(score))
-                for tokens, score in zip(r.hypotheses, r.scores, strict=True)
-            ]
-            for r in results
+        cap = max_decode_len - 1 if max_decode_len is not None else None
+        limits = [math.floor(max_len_a * len(s) + max_len_b) for s in src_ids]
+        limits = [max(min(n, cap) if cap is not None else n, 0) for n in limits]
+        alpha = length_penalty if beam_size > 1 else 0.0
+        results: list[list[Decoded]] = [[] for _ in src_ids]
+        for limit in sorted(set(limits)):
+            group = [i for i, n in enumerate(limits) if n == limit]
+            sources = [list(src_ids[i]) for i in group]
+            if limit == 0:  # only <eos> may come: one empty hypothesis
+                found = [[Decoded([], 0.0)] for _ in group]
+            else:
+                found = [
+                    [
+                        Decoded(self._ids(tokens), float(score))
+                        for tokens, score in zip(r.hypotheses, r.scores, strict=True)
+                    ]
+                    for r in self.translator.translate_batch(
+                        [self._source(s) for s in sources],
+                        beam_size=beam_size,
+                        num_hypotheses=nbest,
+                        length_penalty=alpha,
+                        suppress_sequences=[[token_name(PAD)], [token_name(BOS)]],
+                        max_decoding_length=limit,  # tokens before <eos>, as seqlab's limit
+                        min_decoding_length=0,  # <eos> may come first, as in seqlab
+                        max_input_length=0,
+                        return_scores=True,
+                    )
+                ]
+            self._close_at_limit(sources, found, limit, alpha)
+            for i, hyps in zip(group, found, strict=True):
+                results[i] = sorted(hyps, key=lambda h: -h.score)
+        return results
+
+    def _close_at_limit(
+        self, sources: list[list[int]], found: list[list[Decoded]], limit: int, alpha: float
+    ) -> None:
+        """Give each hypothesis that reached ``limit`` tokens the ``<eos>`` seqlab forces there:
+        its log-probability gains log p(<eos> | tokens), renormalised without ``<pad>`` and
+        ``<bos>`` as in the search, and its score becomes log p / (tokens + 1)^α."""
+        todo = [
+            (src, h)
+            for src, hyps in zip(sources, found, strict=True)
+            for h in hyps
+            if len(h.tokens) >= limit
         ]
+        if not todo:
+            return
+        # log p(x | tokens) at the position after them, for x = <eos> (the last entry of a
+        # plain scoring), <pad> and <bos> (scored as one more target token)
+        scored = self.score(
+            [src for src, _ in todo for _ in range(3)],
+            [h.tokens + extra for _, h in todo for extra in ([], [PAD], [BOS])],
+        )
+        for k, (_, h) in enumerate(todo):
+            n = len(h.tokens)
+            eos, pad, bos = scored[3 * k][n], scored[3 * k + 1][n], scored[3 * k + 2][n]
+            kept = max(1.0 - math.exp(pad) - math.exp(bos), 1e-30)
+            tokens = h.score * n**alpha  # CTranslate2's score: log p(tokens) / n^α
+            h.log_prob = tokens + eos - math.log(kept)
+            h.score = h.log_prob / (n + 1) ** alpha
 
     def score(
         self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]

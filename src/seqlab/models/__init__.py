@@ -62,7 +62,7 @@ def build_model(
             BahdanauConfig: Bahdanau,
             TransformerConfig: TransformerSeq2Seq,
         }
-        if isinstance(cfg, BahdanauConfig) and cfg.decoder == "d2l":
+        if isinstance(cfg, BahdanauConfig) and cfg.decoder == "linear":
             cls[BahdanauConfig] = BahdanauD2L
         src = need("src_vocab_size", src_vocab_size)
         return cls[type(cfg)](src, need("tgt_vocab_size", tgt_vocab_size), cfg)

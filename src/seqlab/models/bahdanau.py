@@ -65,7 +65,8 @@ class BahdanauMemory:
 
 
 class Bahdanau(EncoderDecoder):
-    """RNNsearch: bidirectional GRU encoder, additive attention, GRU decoder, maxout output.
+    """RNNsearch: bidirectional GRU encoder, additive attention, GRU decoder, maxout output
+    (``model.decoder: maxout``).
 
     The decoder state is a tensor ``(L, B, H)``: s_i of each decoder layer.
     """
@@ -96,22 +97,22 @@ class Bahdanau(EncoderDecoder):
         self.output = nn.Linear(e, tgt_vocab_size)  # W_o
 
     # ------------------------------------------------------------------------------ encoder
-    def encode(self, src: Tensor, src_len: Tensor) -> BahdanauMemory:
+    def encode(self, src: Tensor, src_lengths: Tensor) -> BahdanauMemory:
         """Annotate the source (§3.2) and project the annotations for the alignment model.
 
         Shape:
-            src ``(B, S)``, src_len ``(B,)`` -> annotations ``(B, S, 2H)``, keys ``(B, S, H)``,
+            src ``(B, S)``, src_lengths ``(B,)`` -> annotations ``(B, S, 2H)``, keys ``(B, S, H)``,
             mask ``(B, S)``, backward_final ``(L, B, H)``.
         """
         num_src = src.shape[1]
         x = self.dropout(self.src_embed(src))  # (B, S, E)
-        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, final = self.encoder(packed)  # final (2L, B, H), index layer * 2 + direction
         annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=num_src)
         return BahdanauMemory(
             annotations=annotations,  # (B, S, 2H), zero at padding
             keys=self.attention.prepare(annotations),  # (B, S, ·)
-            mask=padding_mask(src_len.to(src.device), num_src)[:, 0],  # (B, S)
+            mask=padding_mask(src_lengths.to(src.device), num_src)[:, 0],  # (B, S)
             final=final[1::2],  # (L, B, H)
         )
 
@@ -153,7 +154,7 @@ class Bahdanau(EncoderDecoder):
         return n + z * (s - n)  # (B, H)
 
     def run_decoder(
-        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_attention: bool
+        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_weights: bool
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Decode ``tokens`` (y_{i-1} for T consecutive steps) from ``state`` (s_{i-1} per layer).
 
@@ -183,7 +184,7 @@ class Bahdanau(EncoderDecoder):
         t_tilde = self.maxout(torch.cat([top, c_all, y], dim=-1))  # (B, T, 2E)
         t = t_tilde.unflatten(-1, (-1, 2)).amax(-1)  # (B, T, E): maxout over pairs
         logits = self.output(self.dropout(t))  # (B, T, V)
-        weights = torch.stack(alphas, dim=1) if need_attention else None  # (B, T, S)
+        weights = torch.stack(alphas, dim=1) if need_weights else None  # (B, T, S)
         return logits, new_state, weights
 
     def reorder_memory(self, memory: BahdanauMemory, indices: Tensor) -> BahdanauMemory:
@@ -196,7 +197,8 @@ class Bahdanau(EncoderDecoder):
 
 
 class BahdanauD2L(EncoderDecoder):
-    """The attentive decoder as d2l §10.4 and seed 000 write it (``model.decoder: d2l``).
+    """The attentive decoder of d2l.ai §11.4, The Bahdanau Attention Mechanism
+    (``model.decoder: linear``).
 
     - encoder: a unidirectional L-layer GRU; h_j its top-layer outputs ``(B, S, H)``, which are
       both keys and values;
@@ -226,21 +228,21 @@ class BahdanauD2L(EncoderDecoder):
         self.decoder = nn.GRU(e + h, h, layers, batch_first=True, dropout=between)
         self.output = nn.Linear(h, tgt_vocab_size)
 
-    def encode(self, src: Tensor, src_len: Tensor) -> BahdanauMemory:
+    def encode(self, src: Tensor, src_lengths: Tensor) -> BahdanauMemory:
         """h_j for every source position and the encoder's final states.
 
         Shape:
-            src ``(B, S)``, src_len ``(B,)`` -> annotations ``(B, S, H)``, final ``(L, B, H)``.
+            src ``(B, S)``, src_lengths ``(B,)`` -> annotations ``(B, S, H)``, final ``(L, B, H)``.
         """
         num_src = src.shape[1]
         x = self.dropout(self.src_embed(src))  # (B, S, E)
-        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, final = self.encoder(packed)  # final (L, B, H)
         annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=num_src)
         return BahdanauMemory(
             annotations=annotations,  # (B, S, H)
             keys=self.attention.prepare(annotations),  # (B, S, ·)
-            mask=padding_mask(src_len.to(src.device), num_src)[:, 0],  # (B, S)
+            mask=padding_mask(src_lengths.to(src.device), num_src)[:, 0],  # (B, S)
             final=final,  # (L, B, H)
         )
 
@@ -249,7 +251,7 @@ class BahdanauD2L(EncoderDecoder):
         return memory.final
 
     def run_decoder(
-        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_attention: bool
+        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_weights: bool
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """Decode ``tokens`` from ``state`` one step at a time (the query needs s_{i-1}).
 
@@ -267,7 +269,7 @@ class BahdanauD2L(EncoderDecoder):
             outputs.append(out)  # (B, 1, H)
             alphas.append(alpha)
         logits = self.output(self.dropout(torch.cat(outputs, dim=1)))  # (B, T, V)
-        weights = torch.stack(alphas, dim=1) if need_attention else None  # (B, T, S)
+        weights = torch.stack(alphas, dim=1) if need_weights else None  # (B, T, S)
         return logits, state, weights
 
     def reorder_memory(self, memory: BahdanauMemory, indices: Tensor) -> BahdanauMemory:

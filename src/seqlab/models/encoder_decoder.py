@@ -6,10 +6,10 @@ A model (:class:`~seqlab.models.seq2seq.Seq2Seq`, :class:`~seqlab.models.bahdana
 :class:`~seqlab.models.transformer_seq2seq.TransformerSeq2Seq`) subclasses
 :class:`EncoderDecoder` and writes five methods:
 
-- ``encode(src, src_len) -> memory``: everything the decoder needs from the source, computed
-  once; padding after ``src_len`` must not change it.
+- ``encode(src, src_lengths) -> memory``: everything the decoder needs from the source, computed
+  once; padding after ``src_lengths`` must not change it.
 - ``init_state(memory) -> state``: the decoder state before the first target token.
-- ``run_decoder(memory, tokens, state, need_attention) -> (logits, state, attention)``: feed
+- ``run_decoder(memory, tokens, state, need_weights) -> (logits, state, attention)``: feed
   ``T`` consecutive target tokens from ``state``; ``attention`` is ``(B, T, S)`` when asked for
   and the model has any, else None.
 - ``reorder_memory(memory, indices)``, ``reorder_state(state, indices)``: select, repeat or permute
@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from torch import Tensor, nn
 
+from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.losses import masked_cross_entropy
 
 
@@ -34,15 +35,15 @@ class TranslationBatch(Protocol):
     """What :meth:`EncoderDecoder.loss` reads from a batch (the data layer provides one).
 
     Shape:
-        src ``(B, S)``, src_len ``(B,)``, tgt_in ``(B, T)`` (``<bos> y``), tgt_out ``(B, T)``
-        (``y <eos>``), tgt_len ``(B,)``.
+        src ``(B, S)``, src_lengths ``(B,)``, tgt_in ``(B, T)`` (``<bos> y``), tgt_out ``(B, T)``
+        (``y <eos>``), tgt_lengths ``(B,)``.
     """
 
     src: Tensor
-    src_len: Tensor
+    src_lengths: Tensor
     tgt_in: Tensor
     tgt_out: Tensor
-    tgt_len: Tensor
+    tgt_lengths: Tensor
 
 
 class EncoderDecoder(nn.Module):
@@ -55,18 +56,18 @@ class EncoderDecoder(nn.Module):
     """
 
     max_decode_len: int | None = None
-    #: whether ``need_attention=True`` returns weights over the source (else always None)
+    #: whether ``need_weights=True`` returns weights over the source (else always None)
     has_attention: bool = False
 
     # ---------------------------------------------------------------- written by each model
-    def encode(self, src: Tensor, src_len: Tensor) -> Any:
+    def encode(self, src: Tensor, src_lengths: Tensor) -> Any:
         raise NotImplementedError
 
     def init_state(self, memory: Any) -> Any:
         raise NotImplementedError
 
     def run_decoder(
-        self, memory: Any, tokens: Tensor, state: Any, need_attention: bool
+        self, memory: Any, tokens: Tensor, state: Any, need_weights: bool
     ) -> tuple[Tensor, Any, Tensor | None]:
         raise NotImplementedError
 
@@ -77,21 +78,21 @@ class EncoderDecoder(nn.Module):
         raise NotImplementedError
 
     # --------------------------------------------------------------------- derived, shared
+    @renamed_kwargs(need_attention="need_weights")
     def decode(
-        self, memory: Any, tgt_in: Tensor, *, need_attention: bool = False
+        self, memory: Any, tgt_in: Tensor, *, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         """Teacher forcing: logits for every position of ``tgt_in`` (``<bos> y``).
 
         Shape:
             tgt_in ``(B, T)`` -> logits ``(B, T, V)``, attention ``(B, T, S)`` or None.
         """
-        logits, _, weights = self.run_decoder(
-            memory, tgt_in, self.init_state(memory), need_attention
-        )
+        logits, _, weights = self.run_decoder(memory, tgt_in, self.init_state(memory), need_weights)
         return logits, weights
 
+    @renamed_kwargs(need_attention="need_weights")
     def decode_step(
-        self, memory: Any, state: Any, tokens: Tensor, *, need_attention: bool = False
+        self, memory: Any, state: Any, tokens: Tensor, *, need_weights: bool = False
     ) -> tuple[Tensor, Any, Tensor | None]:
         """Feed one token per row: next-token logits, the new state, attention on request.
 
@@ -99,15 +100,15 @@ class EncoderDecoder(nn.Module):
             tokens ``(B,)`` or ``(B, 1)`` -> logits ``(B, V)``, state, attention ``(B, S)`` or None.
         """
         logits, state, weights = self.run_decoder(
-            memory, tokens.reshape(-1, 1), state, need_attention
+            memory, tokens.reshape(-1, 1), state, need_weights
         )  # (B, 1, V)
         return logits[:, 0], state, (None if weights is None else weights[:, 0])  # (B, V)
 
-    def forward(self, src: Tensor, src_len: Tensor, tgt_in: Tensor) -> Tensor:
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits. Shape: ``(B, S), (B,), (B, T) -> (B, T, V)``."""
-        return self.decode(self.encode(src, src_len), tgt_in)[0]  # (B, T, V)
+        return self.decode(self.encode(src, src_lengths), tgt_in)[0]  # (B, T, V)
 
     def loss(self, batch: TranslationBatch, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
         """Mean cross-entropy over the real target tokens of ``batch``, and their number."""
-        logits = self(batch.src, batch.src_len, batch.tgt_in)  # (B, T, V)
-        return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_len, label_smoothing)
+        logits = self(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, V)
+        return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_lengths, label_smoothing)

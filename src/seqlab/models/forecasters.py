@@ -1,8 +1,8 @@
-"""Sequence-to-one forecasters of real values (seed 000): every model maps a window of the τ
+"""Sequence-to-one forecasters of real values (d2l.ai §9.1): every model maps a window of the τ
 latest values ``(B, τ)`` to the next value ``(B,)``.
 
 - :class:`AutoRegressive`: the autoregressive model x̂_t = f(x_{t-1}, …, x_{t-τ}); f linear
-  (AR(τ)) or a one-hidden-layer MLP (d2l §8.1's model).
+  (AR(τ)) or a one-hidden-layer MLP (d2l.ai §9.1.3's model).
 - :class:`RNNForecaster`: the latent autoregressive model h_t = g(h_{t-1}, x_{t-1}),
   x̂_t = w·h_t + b, with a GRU or LSTM as g.
 - :class:`TransformerForecaster`: a causal Transformer encoder over the window; the output at the

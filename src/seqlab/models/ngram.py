@@ -1,4 +1,4 @@
-"""Markov (n-gram) language models: counted, not trained (seed 000, "Markov models").
+"""Markov (n-gram) language models: counted, not trained (d2l.ai §9.3.1, Markov Models and n-grams).
 
 An order-n model assumes P(x_t | x_1 … x_{t-1}) = P(x_t | x_{t-n+1} … x_{t-1}); n = 2 is the
 first-order Markov chain P(x_1 … x_T) = Π P(x_t | x_{t-1}). All orders up to n are counted in
@@ -50,8 +50,8 @@ class NGramLM:
             raise ValueError(f"order must be >= 1, got {order}")
         if smoothing not in ("add_k", "kneser_ney"):
             raise ValueError(f"smoothing must be add_k or kneser_ney, got {smoothing!r}")
-        if smoothing == "add_k" and k <= 0:
-            raise ValueError(f"add-k needs k > 0, got {k}")
+        if smoothing == "add_k" and not (k > 0 and math.isfinite(k)):
+            raise ValueError(f"add-k needs a finite k > 0, got {k}")
         if discount is not None and not 0 < discount <= 1:
             raise ValueError(f"discount must be in (0, 1], got {discount}")
         self.order, self.vocab_size, self.smoothing, self.k = order, vocab_size, smoothing, k
@@ -157,12 +157,22 @@ class NGramLM:
         return math.exp(-ll / n)
 
     def sample(
-        self, prefix: Sequence[int], tokens: int, generator: torch.Generator | None = None
+        self,
+        prefix: Sequence[int],
+        tokens: int,
+        generator: torch.Generator | None = None,
+        never: Sequence[int] = (),
     ) -> list[int]:
-        """Continue ``prefix`` by ``tokens`` ids drawn from the model."""
+        """Continue ``prefix`` by ``tokens`` ids drawn from the model; ids in ``never`` (e.g. the
+        reserved ``<unk>``, ``<pad>``, ``<bos>``) are never drawn: the others' probabilities are
+        renormalised."""
+        if len(set(never)) >= self.vocab_size:
+            raise ValueError("every token id is excluded: nothing to sample")
         seq, out = [int(i) for i in prefix], []
         for _ in range(tokens):
             p = self.distribution(seq[-(self.order - 1) :] if self.order > 1 else [])
+            if never:
+                p = p.index_fill(0, torch.tensor(list(never)), 0.0)
             w = int(torch.multinomial(p.float(), 1, generator=generator))
             seq.append(w)
             out.append(w)

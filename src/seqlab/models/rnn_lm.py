@@ -4,13 +4,15 @@ Notation (every shape comment uses it):
     B batch size, T time steps, E embedding size (V when one-hot), H hidden size, L layers,
     V vocabulary size.
 
-The model predicts token t+1 from tokens ≤ t (d2l ch. 8.5–8.6, Mikolov et al. 2010); it is
+The model predicts token t+1 from tokens ≤ t (d2l.ai §9.5–9.6, Mikolov et al. 2010); it is
 unidirectional. State is explicit, as everywhere in :mod:`seqlab.nn.rnn`: ``forward`` takes and
 returns it, so a long text can be read in consecutive chunks and generation can carry it token by
 token instead of re-reading the prefix.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +30,7 @@ class RNNLanguageModel(nn.Module):
     Args:
         vocab_size: V.
         cfg: ``cell``, ``backend``, ``hidden_size``, ``num_layers`` and ``dropout`` go to the
-            :class:`seqlab.rnn.RNN`; ``embed_dim`` E > 0 learns an embedding, 0 feeds one-hot
+            :class:`seqlab.nn.rnn.RNN`; ``embed_dim`` E > 0 learns an embedding, 0 feeds one-hot
             vectors (as d2l does); ``tie_weights`` shares the output matrix with the embedding
             (Press & Wolf 2017; needs E = H > 0). ``dropout`` is also applied to the embedding
             and to the last layer's output.
@@ -37,7 +39,7 @@ class RNNLanguageModel(nn.Module):
         e_t = E[x_t]  (or one_hot(x_t)),   h_t = RNN(e_t, h_{t-1}),   logits_t = h_t W_hv + b_v
 
     Shape:
-        tokens: (B, T) long → logits (B, T, V) and the final state (see :class:`seqlab.rnn.RNN`).
+        tokens: (B, T) long → logits (B, T, V) and the final state (see :class:`seqlab.nn.rnn.RNN`).
     """
 
     def __init__(self, vocab_size: int, cfg: RNNLMConfig) -> None:
@@ -109,6 +111,7 @@ def generate(
     temperature: float = 1.0,
     top_k: int = 0,
     generator: torch.Generator | None = None,
+    never: Sequence[int] = (),
 ) -> list[int]:
     """Continue ``prefix_ids`` by ``num_tokens`` tokens; returns the new tokens only.
 
@@ -124,6 +127,7 @@ def generate(
         temperature: > 0; below 1 sharpens, above 1 flattens (sampling only).
         top_k: sample among the k most likely tokens only; 0 means all (sampling only).
         generator: random generator for sampling, for reproducible draws.
+        never: token ids never generated (see :func:`seqlab.nn.sampling.next_token`).
     """
     if strategy not in ("greedy", "sample"):
         raise ValueError(f"strategy must be 'greedy' or 'sample', got {strategy!r}")
@@ -141,7 +145,7 @@ def generate(
         logits, state = model(prefix)  # (1, T, V)
         new_ids: list[int] = []
         for i in range(num_tokens):
-            token = int(next_token(logits[:, -1], strategy, temperature, top_k, generator))
+            token = int(next_token(logits[:, -1], strategy, temperature, top_k, generator, never))
             new_ids.append(token)
             if i + 1 < num_tokens:  # the last token's logits are not needed
                 step = torch.tensor([[token]], dtype=torch.long, device=device)  # (1, 1)

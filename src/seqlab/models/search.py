@@ -12,7 +12,7 @@ not keep short ones' rows busy. ``use_cache=False`` instead re-runs teacher-forc
 the whole prefix at every step: the slow reference the cache must agree with.
 
 **Lengths.** Sentence b may produce at most ``floor(a · S_b + b)`` tokens before ``<eos>``
-(``max_len_a``, ``max_len_b``; S_b = ``src_len[b]``, which counts the source ``<eos>``), further
+(``max_len_a``, ``max_len_b``; S_b = ``src_lengths[b]``, which counts the source ``<eos>``), further
 capped by ``max_len`` and by the model's ``max_decode_len`` positions. At that length ``<eos>`` is
 forced. The returned token lists hold neither ``<bos>`` nor ``<eos>``; ``<pad>`` and ``<bos>``
 are never chosen: they are removed from the model's distribution (their logits set to -inf before
@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from seqlab.deprecation import renamed_kwargs
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.tokens import BOS, EOS, PAD
 
@@ -55,7 +56,7 @@ class Hypothesis:
             ``log_prob`` for greedy search.
         log_prob: log p(tokens, <eos> | source), summed over the tokens and ``<eos>``.
         attention: when asked for, the model's attention over the real source positions for each
-            output token and the final ``<eos>``, ``(len(tokens) + 1, src_len)``.
+            output token and the final ``<eos>``, ``(len(tokens) + 1, src_lengths)``.
     """
 
     tokens: list[int]
@@ -66,7 +67,7 @@ class Hypothesis:
 
 def max_output_lengths(
     model: EncoderDecoder,
-    src_len: Tensor,
+    src_lengths: Tensor,
     max_len_a: float,
     max_len_b: int,
     max_len: int | None = None,
@@ -74,9 +75,9 @@ def max_output_lengths(
     """Most tokens before ``<eos>`` per sentence: ``floor(a · S_b + b)``, capped (see module).
 
     Shape:
-        src_len ``(B,)`` -> ``(B,)``.
+        src_lengths ``(B,)`` -> ``(B,)``.
     """
-    limits = torch.floor(max_len_a * src_len.double() + max_len_b).long()  # (B,)
+    limits = torch.floor(max_len_a * src_lengths.double() + max_len_b).long()  # (B,)
     if max_len is not None:
         limits = limits.clamp(max=max_len)  # (B,)
     if model.max_decode_len is not None:
@@ -101,7 +102,7 @@ def _predict(
     state: Any,
     prefix: Tensor,
     use_cache: bool,
-    need_attention: bool,
+    need_weights: bool,
 ) -> tuple[Tensor, Any, Tensor | None]:
     """Next-token scores of every row, from the state or the whole prefix.
 
@@ -114,10 +115,10 @@ def _predict(
     """
     if use_cache:
         logits, state, attn = model.decode_step(
-            memory, state, prefix[:, -1], need_attention=need_attention
+            memory, state, prefix[:, -1], need_weights=need_weights
         )  # (R, V), (R, S)
     else:
-        logits, attn = model.decode(memory, prefix, need_attention=need_attention)  # (R, 1+t, V)
+        logits, attn = model.decode(memory, prefix, need_weights=need_weights)  # (R, 1+t, V)
         logits, attn = logits[:, -1], (None if attn is None else attn[:, -1])  # (R, V), (R, S)
     logits = logits.float()  # (R, V)
     logits[:, _NEVER_OUTPUT] = -math.inf  # removed from the distribution (renormalised)
@@ -132,36 +133,37 @@ def _append_attention(history: Tensor | None, attn: Tensor | None) -> Tensor | N
     return step if history is None else torch.cat([history, step], dim=1)  # (R, t + 1, S)
 
 
+@renamed_kwargs(src_len="src_lengths", need_attention="need_weights")
 @torch.no_grad()
 def greedy_search(
     model: EncoderDecoder,
     src: Tensor,
-    src_len: Tensor,
+    src_lengths: Tensor,
     *,
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     max_len: int | None = None,
-    need_attention: bool = False,
+    need_weights: bool = False,
     use_cache: bool = True,
 ) -> list[Hypothesis]:
     """Pick the most likely next token until ``<eos>``, for all sentences at once.
 
     Args:
-        src, src_len: a padded source batch and its lengths.
+        src, src_lengths: a padded source batch and its lengths.
         max_len_a, max_len_b, max_len: output length limit (see the module docstring).
-        need_attention: return each hypothesis' attention weights (models with attention).
+        need_weights: return each hypothesis' attention weights (models with attention).
         use_cache: decode step by step with the model's state (else recompute the prefix).
 
     Returns:
         one :class:`Hypothesis` per sentence, in input order; its score is the log-probability.
 
     Shape:
-        src ``(B, S)``, src_len ``(B,)``.
+        src ``(B, S)``, src_lengths ``(B,)``.
     """
     with _eval_mode(model):
         num, device = src.shape[0], src.device
-        limits = max_output_lengths(model, src_len, max_len_a, max_len_b, max_len).to(device)
-        memory = model.encode(src, src_len)
+        limits = max_output_lengths(model, src_lengths, max_len_a, max_len_b, max_len).to(device)
+        memory = model.encode(src, src_lengths)
         state = model.init_state(memory) if use_cache else None
         sent = torch.arange(num, device=device)  # (R,) sentence of each row
         prefix = src.new_full((num, 1), BOS)  # (R, 1): <bos>, then the chosen tokens
@@ -171,7 +173,7 @@ def greedy_search(
         results: list[Hypothesis | None] = [None] * num
         for t in range(int(limits.max()) + 1):
             logits, state, attn = _predict(
-                model, memory, state, prefix, use_cache, need_attention
+                model, memory, state, prefix, use_cache, need_weights
             )  # (R, V)
             # log p(best) = logit - logsumexp: no full (R, V) log-probabilities needed
             log_norm = logits.logsumexp(dim=-1, keepdim=True)  # (R, 1)
@@ -179,7 +181,7 @@ def greedy_search(
             best = best.masked_fill((limits[sent] <= t) | ~alive, EOS)  # (R,)
             log_prob += (logits.gather(1, best[:, None]) - log_norm).squeeze(1)  # (R,)
             prefix = torch.cat([prefix, best[:, None]], dim=1)  # (R, 2 + t)
-            history = _append_attention(history, attn) if need_attention else None
+            history = _append_attention(history, attn) if need_weights else None
             ended = alive & (best == EOS)  # (R,)
             if not ended.any():
                 continue
@@ -191,7 +193,7 @@ def greedy_search(
                 log_prob[rows].tolist(),
                 strict=True,
             ):
-                attention = None if history is None else history[r, :, : int(src_len[b])]
+                attention = None if history is None else history[r, :, : int(src_lengths[b])]
                 results[b] = Hypothesis(tokens, lp, lp, attention)
             alive &= ~ended
             if not alive.any():
@@ -210,11 +212,12 @@ def greedy_search(
     return results  # type: ignore[return-value]
 
 
+@renamed_kwargs(src_len="src_lengths", need_attention="need_weights")
 @torch.no_grad()
 def beam_search(
     model: EncoderDecoder,
     src: Tensor,
-    src_len: Tensor,
+    src_lengths: Tensor,
     *,
     beam_size: int = 5,
     length_penalty: float = 1.0,
@@ -222,7 +225,7 @@ def beam_search(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     max_len: int | None = None,
-    need_attention: bool = False,
+    need_weights: bool = False,
     use_cache: bool = True,
 ) -> list[list[Hypothesis]]:
     """Beam search for all sentences at once (see the module docstring for the rules).
@@ -231,21 +234,21 @@ def beam_search(
         beam_size: K, live hypotheses per sentence.
         length_penalty: α of the score ``log_prob / length^α``.
         nbest: how many finished hypotheses to return per sentence (at most K).
-        max_len_a, max_len_b, max_len, need_attention, use_cache: as :func:`greedy_search`.
+        max_len_a, max_len_b, max_len, need_weights, use_cache: as :func:`greedy_search`.
 
     Returns:
         per sentence, in input order, its ``nbest`` hypotheses, best first (distinct token lists).
 
     Shape:
-        src ``(B, S)``, src_len ``(B,)``.
+        src ``(B, S)``, src_lengths ``(B,)``.
     """
     if beam_size < 1 or not 1 <= nbest <= beam_size:
         raise ValueError(f"need 1 <= nbest <= beam_size, got nbest={nbest}, beam_size={beam_size}")
     k = beam_size
     with _eval_mode(model):
         num, device = src.shape[0], src.device
-        limits = max_output_lengths(model, src_len, max_len_a, max_len_b, max_len).to(device)
-        memory = model.encode(src, src_len)
+        limits = max_output_lengths(model, src_lengths, max_len_a, max_len_b, max_len).to(device)
+        memory = model.encode(src, src_lengths)
         beams = torch.arange(k, device=device)  # (K,)
         memory = model.reorder_memory(memory, torch.arange(num, device=device).repeat_interleave(k))
         state = model.init_state(memory) if use_cache else None
@@ -258,7 +261,7 @@ def beam_search(
         finished: list[list[Hypothesis]] = [[] for _ in range(num)]
         for t in range(int(limits.max()) + 1):
             n = sent.shape[0]
-            logits, state, attn = _predict(model, memory, state, prefix, use_cache, need_attention)
+            logits, state, attn = _predict(model, memory, state, prefix, use_cache, need_weights)
             vocab = logits.shape[-1]
             logp = torch.log_softmax(logits, dim=-1).view(n, k, vocab)  # (B, K, V)
             at_limit = limits[sent] <= t  # (B,)
@@ -271,7 +274,7 @@ def beam_search(
             top_rows = torch.arange(n, device=device)[:, None] * k + top_ids // vocab  # (B, 2K)
             top_tokens = top_ids % vocab  # (B, 2K)
             is_eos = top_tokens == EOS  # (B, 2K)
-            history = _append_attention(history, attn) if need_attention else None
+            history = _append_attention(history, attn) if need_weights else None
 
             # 1. an <eos> among the K best closes a hypothesis of a sentence not yet done
             close = is_eos[:, :k] & (top_scores[:, :k] > -math.inf) & ~done[:, None]  # (B, K)
@@ -288,7 +291,9 @@ def beam_search(
                     strict=True,
                 ):
                     if len(finished[b]) < k:
-                        attention = None if history is None else history[r, :, : int(src_len[b])]
+                        attention = (
+                            None if history is None else history[r, :, : int(src_lengths[b])]
+                        )
                         score = lp / (t + 1) ** length_penalty
                         finished[b].append(Hypothesis(tokens, score, lp, attention))
                     if len(finished[b]) == k:

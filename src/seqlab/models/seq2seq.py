@@ -65,14 +65,14 @@ class Seq2Seq(EncoderDecoder):
         self.decoder = rnn(e + h, h, layers, batch_first=True, dropout=between)
         self.output = nn.Linear(h, tgt_vocab_size)
 
-    def encode(self, src: Tensor, src_len: Tensor) -> Seq2SeqMemory:
-        """Read the source; padding after ``src_len`` does not change the result.
+    def encode(self, src: Tensor, src_lengths: Tensor) -> Seq2SeqMemory:
+        """Read the source; padding after ``src_lengths`` does not change the result.
 
         Shape:
-            src ``(B, S)``, src_len ``(B,)`` -> context ``(B, H)``, final state ``(L, B, H)``.
+            src ``(B, S)``, src_lengths ``(B,)`` -> context ``(B, H)``, final state ``(L, B, H)``.
         """
         x = self.dropout(self.src_embed(src))  # (B, S, E)
-        packed = pack_padded_sequence(x, src_len.cpu(), batch_first=True, enforce_sorted=False)
+        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         _, final = self.encoder(packed)  # (L, B, H), or (h, c)
         top = final[0][-1] if isinstance(final, tuple) else final[-1]  # (B, H)
         return Seq2SeqMemory(context=top, final_state=final)
@@ -82,7 +82,7 @@ class Seq2Seq(EncoderDecoder):
         return memory.final_state
 
     def run_decoder(
-        self, memory: Seq2SeqMemory, tokens: Tensor, state: RNNState, need_attention: bool
+        self, memory: Seq2SeqMemory, tokens: Tensor, state: RNNState, need_weights: bool
     ) -> tuple[Tensor, RNNState, None]:
         """Decode ``tokens`` from ``state``: h_t = f(h_{t-1}, [y_{t-1}; c]) (Cho et al. eq. 3).
 

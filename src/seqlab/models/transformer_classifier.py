@@ -1,4 +1,4 @@
-"""Transformer encoder classifier (seed 001: "a Transformer architecture for classification").
+"""Transformer encoder classifier: the encoder of Vaswani et al. 2017, pooled, and a linear head.
 
 The sentence is encoded by the encoder stack of Vaswani et al. (2017) and pooled into one vector:
 either the output at a prepended ``[CLS]`` position (Devlin et al. 2019; seqlab uses the reserved
@@ -60,5 +60,5 @@ class TransformerClassifier(nn.Module):
     def attention(self, tokens: Tensor, lengths: Tensor) -> list[Tensor]:
         """Each layer's self-attention weights, ``(B, h, T', T')`` (T' = T + 1 with ``[CLS]``)."""
         x, lens = self._inputs(tokens, lengths)
-        _, weights = self.encoder(x, lens, return_attention=True)
+        _, weights = self.encoder(x, lens, need_weights=True)
         return weights or []

@@ -9,6 +9,7 @@ projection: the same work as a nanoGPT block. Generation keeps a :class:`Decoder
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -75,10 +76,12 @@ def generate(
     temperature: float = 1.0,
     top_k: int = 0,
     generator: torch.Generator | None = None,
+    never: Sequence[int] = (),
 ) -> list[int] | Tensor:
     """Continue ``prefix_ids`` by ``num_tokens`` tokens with the cache; return the new ones only.
 
-    Same interface as ``seqlab.rnn_lm.generate`` (list in, list out), plus batches as tensors.
+    Same interface as :func:`seqlab.models.rnn_lm.generate` (list in, list out), plus batches as
+    tensors.
 
     Each token is predicted from the last ``min(length, L)`` tokens, exactly as a loop that
     re-runs the model on ``tokens[:, -L:]`` at every step (nanoGPT). While the sequence fits in
@@ -92,6 +95,7 @@ def generate(
         strategy: ``"greedy"`` (argmax) or ``"sample"`` from softmax(logits / temperature),
             restricted to the ``top_k`` most likely tokens when ``top_k > 0``.
         generator: random source for sampling (reproducible generation).
+        never: token ids never generated (see :func:`seqlab.nn.sampling.next_token`).
 
     Shape:
         prefix_ids ``(B, P)`` -> ``(B, num_tokens)``; a list of P ids -> a list of num_tokens.
@@ -114,7 +118,7 @@ def generate(
     try:
         logits, cache = model(tokens[:, -window:], model.init_cache(tokens.shape[0]))  # (B, P, V)
         for step in range(num_tokens):
-            nxt = next_token(logits[:, -1], strategy, temperature, top_k, generator)  # (B,)
+            nxt = next_token(logits[:, -1], strategy, temperature, top_k, generator, never)  # (B,)
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)  # (B, P + step + 1)
             if step == num_tokens - 1:
                 break

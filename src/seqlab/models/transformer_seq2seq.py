@@ -3,8 +3,8 @@
 Notation (shapes in comments): B batch, S source length, T target length (new positions),
 P target positions already decoded, d model width, h heads, d_k = d / h, V vocabulary.
 
-Built from :class:`seqlab.transformer.Encoder` and :class:`~seqlab.transformer.Decoder` with
-sinusoidal positions (§3.5) and a linear output layer over the decoder's last hidden state:
+Built from :class:`seqlab.nn.transformer.Encoder` and :class:`~seqlab.nn.transformer.Decoder`
+with sinusoidal positions (§3.5) and a linear output layer over the decoder's last hidden state:
 
 - ``share_embeddings``: source and target use one embedding matrix (needs one joint vocabulary,
   ``src_vocab_size == tgt_vocab_size``), as in §3.4 with a shared BPE vocabulary.
@@ -119,15 +119,16 @@ class TransformerSeq2Seq(EncoderDecoder):
         if cfg.tie_output:
             self.output.weight = self.decoder.embed.token.weight
 
-    def encode(self, src: Tensor, src_len: Tensor) -> TransformerMemory:
+    def encode(self, src: Tensor, src_lengths: Tensor) -> TransformerMemory:
         """Encode the source and project it for every decoder layer's cross-attention.
 
         Shape:
-            src ``(B, S)``, src_len ``(B,)`` -> cross_kv of ``(B, h, S, d_k)``, mask ``(B, 1, S)``.
+            src ``(B, S)``, src_lengths ``(B,)`` -> cross_kv of ``(B, h, S, d_k)``,
+            mask ``(B, 1, S)``.
         """
-        src_len = src_len.to(src.device)
-        hidden, _ = self.encoder(src, src_len)  # (B, S, d)
-        cache = self.decoder.init_cache(src.shape[0], hidden, src_len)  # projects hidden once
+        src_lengths = src_lengths.to(src.device)
+        hidden, _ = self.encoder(src, src_lengths)  # (B, S, d)
+        cache = self.decoder.init_cache(src.shape[0], hidden, src_lengths)  # projects hidden once
         return TransformerMemory(cross_kv=cache.cross_kv, mask=cache.memory_mask)
 
     def init_state(self, memory: TransformerMemory) -> TransformerState:
@@ -141,7 +142,7 @@ class TransformerSeq2Seq(EncoderDecoder):
         memory: TransformerMemory,
         tokens: Tensor,
         state: TransformerState,
-        need_attention: bool,
+        need_weights: bool,
     ) -> tuple[Tensor, TransformerState, Tensor | None]:
         """Decode ``tokens`` at positions P .. P + T - 1 after the P cached ones.
 
@@ -150,10 +151,10 @@ class TransformerSeq2Seq(EncoderDecoder):
             weights ``(B, T, S)`` or None.
         """
         cache = DecoderCache(state.self_kv, memory.cross_kv, memory.mask)
-        out = self.decoder(tokens, cache=cache, return_attention=need_attention)
+        out = self.decoder(tokens, cache=cache, need_weights=need_weights)
         logits = self.output(out.hidden)  # (B, T, V)
         weights = None
-        if need_attention:
+        if need_weights:
             weights = out.cross_attention[self.attention_layer].mean(dim=1)  # (B, T, S)
         return logits, TransformerState(out.cache.self_kv), weights
 

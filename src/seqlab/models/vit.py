@@ -1,4 +1,4 @@
-"""Vision Transformer (Dosovitskiy et al. 2021, "An Image is Worth 16x16 Words"; seed 003).
+"""Vision Transformer (Dosovitskiy et al. 2021, "An Image is Worth 16x16 Words"; d2l.ai §11.8).
 
 An image ``(C, H, W)`` is cut into N = HW / P² patches of P×P pixels; each flattened patch
 ``x_p ∈ R^{P²C}`` is mapped linearly to the model width (eq. 1: ``z_0 = [x_class; x_p¹E; …;
@@ -7,9 +7,10 @@ x_pᴺE] + E_pos``). A strided P×P convolution with stride P computes exactly t
 prepended, learned position embeddings added, then L pre-norm encoder blocks with GELU MLPs
 (eqs. 2–3), a final LayerNorm, and a linear head on the class token's output (eq. 4).
 
-Where ViT stands against convolutions (seed 003): a convolution builds in locality and
-translation equivariance; self-attention must learn them from data, so with little data CNNs win
-and with much data ViT wins (``seqlab demo vit-vs-cnn`` measures it on MNIST).
+Where ViT stands against convolutions (Dosovitskiy et al. 2021, §3.1 and §4.3): a convolution
+builds in locality and translation equivariance; self-attention must learn them from data, so
+with little data CNNs win and with much data ViT wins (``seqlab demo vit-vs-cnn`` measures it on
+MNIST).
 """
 
 from __future__ import annotations

@@ -20,23 +20,26 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab.deprecation import renamed_kwargs
+
 
 # ----------------------------------------------------------------------------------------- masks
-def padding_mask(valid_lens: Tensor, num_keys: int) -> Tensor:
-    """Bool mask that lets each query see only the first ``valid_lens`` keys.
+@renamed_kwargs(valid_lens="lengths")
+def padding_mask(lengths: Tensor, num_keys: int) -> Tensor:
+    """Bool mask that lets each query see only the first ``lengths`` keys.
 
     Args:
-        valid_lens: number of real (non-padding) keys, per batch row ``(B,)`` or per query
+        lengths: number of real (non-padding) keys, per batch row ``(B,)`` or per query
             ``(B, Tq)``.
         num_keys: Tk, the padded key length.
 
     Shape:
-        ``(B,) -> (B, 1, Tk)``; ``(B, Tq) -> (B, Tq, Tk)``, True where ``key index < valid_len``.
+        ``(B,) -> (B, 1, Tk)``; ``(B, Tq) -> (B, Tq, Tk)``, True where ``key index < length``.
     """
-    if valid_lens.dim() not in (1, 2):
-        raise ValueError(f"valid_lens must be (B,) or (B, Tq), got shape {tuple(valid_lens.shape)}")
-    positions = torch.arange(num_keys, device=valid_lens.device)  # (Tk,)
-    lens = valid_lens[:, None, None] if valid_lens.dim() == 1 else valid_lens[:, :, None]
+    if lengths.dim() not in (1, 2):
+        raise ValueError(f"lengths must be (B,) or (B, Tq), got shape {tuple(lengths.shape)}")
+    positions = torch.arange(num_keys, device=lengths.device)  # (Tk,)
+    lens = lengths[:, None, None] if lengths.dim() == 1 else lengths[:, :, None]
     return positions < lens  # (B, 1, Tk) or (B, Tq, Tk)
 
 
@@ -63,13 +66,14 @@ def _check_mask(mask: Tensor) -> None:
     if mask.dtype != torch.bool:
         raise TypeError(
             f"attention masks are bool with True = may attend, got dtype {mask.dtype}; "
-            "build one with padding_mask(valid_lens, Tk) or causal_mask(Tq, Tk)"
+            "build one with padding_mask(lengths, Tk) or causal_mask(Tq, Tk)"
         )
 
 
 # ---------------------------------------------------------------------------------- softmax
+@renamed_kwargs(valid_lens="lengths")
 def masked_softmax(
-    scores: Tensor, mask: Tensor | None = None, valid_lens: Tensor | None = None
+    scores: Tensor, mask: Tensor | None = None, lengths: Tensor | None = None
 ) -> Tensor:
     """Softmax over the last axis that gives zero weight to masked keys.
 
@@ -80,15 +84,15 @@ def masked_softmax(
     Args:
         scores: attention scores.
         mask: bool, True = may attend, broadcastable to ``scores``.
-        valid_lens: alternative to ``mask`` for 3-d scores: ``(B,)`` or ``(B, Tq)``.
+        lengths: alternative to ``mask`` for 3-d scores: ``(B,)`` or ``(B, Tq)``.
 
     Shape:
         scores ``(..., Tq, Tk)`` -> weights ``(..., Tq, Tk)``.
     """
-    if valid_lens is not None:
+    if lengths is not None:
         if mask is not None:
-            raise ValueError("pass either mask or valid_lens, not both")
-        mask = padding_mask(valid_lens, scores.shape[-1])  # (B, 1|Tq, Tk)
+            raise ValueError("pass either mask or lengths, not both")
+        mask = padding_mask(lengths, scores.shape[-1])  # (B, 1|Tq, Tk)
     if mask is None:
         return torch.softmax(scores, dim=-1)
     _check_mask(mask)
@@ -201,7 +205,8 @@ class AdditiveAttention(nn.Module):
 
 # ------------------------------------------------------------------------ scoring functions
 class AttentionScore(nn.Module):
-    """A scoring function a(q, k_j) of one query against S keys (seed 001's table).
+    """A scoring function a(q, k_j) of one query against S keys (d2l.ai §11.3; Luong et al.
+    2015, §3.1).
 
     The keys' share of the work is done once per source by :meth:`prepare` (a decoder scores the
     same keys at every step), then :meth:`forward` scores each step's queries:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -32,3 +34,12 @@ def masked_cross_entropy(
         label_smoothing=label_smoothing,
     )
     return loss, int(valid.sum())
+
+
+def perplexity(loss: float) -> float:
+    """exp(loss) of a mean per-token cross-entropy in nats (d2l.ai §9.3.2), in double precision:
+    ``inf`` once the loss passes ~709.78 nats (the largest double), never a capped value."""
+    try:
+        return math.exp(loss)
+    except OverflowError:
+        return math.inf

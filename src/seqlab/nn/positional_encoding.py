@@ -29,7 +29,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
 
 
 def relative_shift_matrix(offset: int, d_model: int) -> Tensor:
-    """The fixed linear map M_k with P[i + k] = P[i] @ M_k for every position i (d2l §10.6.3).
+    """The fixed linear map M_k with P[i + k] = P[i] @ M_k for every position i (d2l.ai §11.6.3.2).
 
     Per frequency ω_j = 1/10000^{2j/d} the pair (sin iω_j, cos iω_j) is rotated by kω_j:
     [sin, cos] @ [[cos kω, -sin kω], [sin kω, cos kω]] = [sin (i+k)ω, cos (i+k)ω].

@@ -1,10 +1,10 @@
-"""Recurrent cells and layers: tanh/ReLU RNN, gated RNN, GRU (two forms), LSTM and peephole LSTM,
-from scratch or fused.
+"""Recurrent cells and layers: tanh/ReLU RNN, output-gated RNN, GRU (two forms), LSTM and
+peephole LSTM, from scratch or fused.
 
 Notation (every shape comment uses it):
     B batch size, T time steps, I input size, H hidden size, G gate blocks per cell
-    (1 for the RNN, 2 for the gated RNN, 3 for the GRUs, 4 for the LSTMs), L layers, D directions (1, or 2 when
-    bidirectional), V vocabulary size.
+    (1 for the RNN, 2 for the output-gated RNN, 3 for the GRUs, 4 for the LSTMs), L layers,
+    D directions (1, or 2 when bidirectional), V vocabulary size.
 
 Equations are written with row vectors, as in d2l: ``x_t W_x + h_{t-1} W_h + b``. The weights are
 stored in PyTorch's layout so that converting to ``nn.RNN``/``nn.GRU``/``nn.LSTM`` is a renaming:
@@ -18,7 +18,7 @@ One layer class, :class:`RNN`, has two backends behind the same interface:
 * ``scratch``: the equations, in the cells below. All input projections of a sequence are computed
   in one matmul before the time loop, which then does only the recurrent matmul per step.
 * ``fused``: ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (their C++ kernels); the peephole LSTM, the
-  notes' GRU and the gated RNN have none (:data:`SCRATCH_ONLY`).
+  reset-before GRU and the output-gated RNN have none (:data:`SCRATCH_ONLY`).
 
 State is explicit and never stored on a module: a tensor ``h`` (L*D, B, H) for the RNN and GRU, a
 tuple ``(h, c)`` of two such tensors for the LSTMs, laid out as in PyTorch (index ``layer*D +
@@ -35,12 +35,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-CELL_NAMES = ("rnn", "rnn_relu", "gru", "gru_notes", "gated_rnn", "lstm", "peephole_lstm")
+CELL_NAMES = (
+    "rnn",
+    "rnn_relu",
+    "gru",
+    "gru_reset_before",
+    "output_gated_rnn",
+    "lstm",
+    "peephole_lstm",
+)
 #: cells PyTorch has no fused layer for, and why
 SCRATCH_ONLY = {
     "peephole_lstm": "nn.LSTM has no peephole connections",
-    "gru_notes": "nn.GRU applies the reset gate after the recurrent matmul",
-    "gated_rnn": "PyTorch has no such layer",
+    "gru_reset_before": "nn.GRU applies the reset gate after the recurrent matmul",
+    "output_gated_rnn": "PyTorch has no such layer",
 }
 BACKENDS = ("scratch", "fused")
 
@@ -160,9 +168,9 @@ class GRUCell(_Cell):
         return (h,)
 
 
-class GRUNotesCell(GRUCell):
-    """The GRU as Cho et al. (2014), d2l and seed 000 write it: the reset gate acts *before*
-    the recurrent matmul of the candidate state.
+class GRUResetBeforeCell(GRUCell):
+    """The GRU as Cho et al. 2014 (§2.3) and d2l.ai §10.2.2 (Candidate Hidden State) write it:
+    the reset gate acts *before* the recurrent matmul of the candidate state.
 
     Equations (as :class:`GRUCell` except the candidate):
         n_t = tanh(x_t W_xn + b_xn + (r_t ⊙ h_{t-1}) W_hn + b_hn)
@@ -171,7 +179,7 @@ class GRUNotesCell(GRUCell):
     compute h_{t-1} W_h for all three gates in one matmul before r_t is known; cuDNN chose it for
     speed and PyTorch's ``nn.GRU`` follows cuDNN. The two are different functions of the same
     weights (they agree when r_t = 1 and b_hn = 0); both train equally well in practice. This
-    cell is ``cell: gru_notes``, scratch backend only.
+    cell is ``cell: gru_reset_before``, scratch backend only.
 
     Shape:
         xw_t: (B, 3H); state: (h,) with h (B, H).
@@ -190,8 +198,10 @@ class GRUNotesCell(GRUCell):
         return (h,)
 
 
-class GatedRNNCell(_Cell):
-    """The slides' simple gated RNN (seed 003, "门控机制"): a tanh RNN whose output is gated.
+class OutputGatedRNNCell(_Cell):
+    """A tanh RNN whose output passes through a sigmoid gate: gating in its smallest form, one
+    gate and no memory cell (compare the LSTM's output gate, H_t = O_t ⊙ tanh(C_t), d2l.ai
+    §10.1.1 Gated Memory Cell).
 
     Equations (block order g, ĥ):
         g_t = σ(x_t U_g + h_{t-1} W_g + b_g)      gate
@@ -289,10 +299,10 @@ def make_cell(cell: str, input_size: int, hidden_size: int) -> _Cell:
         return RNNCell(input_size, hidden_size, "relu")
     if cell == "gru":
         return GRUCell(input_size, hidden_size)
-    if cell == "gru_notes":
-        return GRUNotesCell(input_size, hidden_size)
-    if cell == "gated_rnn":
-        return GatedRNNCell(input_size, hidden_size)
+    if cell == "gru_reset_before":
+        return GRUResetBeforeCell(input_size, hidden_size)
+    if cell == "output_gated_rnn":
+        return OutputGatedRNNCell(input_size, hidden_size)
     if cell == "lstm":
         return LSTMCell(input_size, hidden_size)
     if cell == "peephole_lstm":
@@ -305,8 +315,8 @@ class RNN(nn.Module):
     """Stacked, optionally bidirectional, batch-first recurrent layer with two backends.
 
     Args:
-        cell: one of ``rnn`` (tanh), ``rnn_relu``, ``gru``, ``gru_notes``, ``gated_rnn``,
-            ``lstm``, ``peephole_lstm``.
+        cell: one of ``rnn`` (tanh), ``rnn_relu``, ``gru``, ``gru_reset_before``,
+            ``output_gated_rnn``, ``lstm``, ``peephole_lstm``.
         input_size: I, features per time step.
         hidden_size: H, features of each direction's hidden state.
         num_layers: L; layer l > 0 reads the (B, T, D*H) output of layer l-1.
@@ -554,7 +564,8 @@ def _make_fused(
 
 
 def randomly_truncate(state: tuple[Tensor, ...], keep: float) -> tuple[Tensor, ...]:
-    """Randomized truncation of backpropagation through time (d2l §8.7.2; Tallec & Ollivier 2017).
+    """Randomized truncation of backpropagation through time (d2l.ai §9.7.1, Randomized
+    Truncation; Tallec & Ollivier 2017).
 
     The value of the state is unchanged; the gradient flowing back through it is multiplied by
     ξ_t, with P(ξ_t = 1/π) = π and P(ξ_t = 0) = 1 − π, drawn per sequence and step. So

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -14,8 +16,18 @@ def next_token(
     temperature: float,
     top_k: int,
     generator: torch.Generator | None,
+    never: Sequence[int] = (),
 ) -> Tensor:
-    """Pick one token per row from last-position logits ``(B, V)`` -> ``(B,)``."""
+    """Pick one token per row from last-position logits ``(B, V)`` -> ``(B,)``.
+
+    ``never``: ids that are never picked (e.g. the reserved ``<unk>``, ``<pad>``, ``<bos>``): their
+    logits are set to -inf first, so greedy takes the best other token and sampling (top-k
+    included) renormalises over the rest, as beam search does (:mod:`seqlab.models.search`).
+    """
+    if never:
+        logits = logits.float().index_fill(
+            -1, torch.tensor(list(never), device=logits.device), -math.inf
+        )
     if strategy == "greedy":
         return logits.argmax(dim=-1)  # (B,)
     logits = logits.float() / temperature  # (B, V)

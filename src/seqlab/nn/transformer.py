@@ -5,7 +5,7 @@ P positions already decoded (cache), d model width, h heads, d_k = d / h, d_ff F
 V vocabulary.
 
 Masks are bool, True = may attend (see :mod:`seqlab.nn.attention`). The source padding mask comes
-from valid lengths; the decoder's self-attention is causal.
+from the real lengths; the decoder's self-attention is causal.
 
 Incremental decoding uses an explicit :class:`DecoderCache`, passed in and returned, never stored
 on a module: per layer the self-attention keys/values of every position decoded so far, and the
@@ -21,6 +21,7 @@ from typing import Literal, NamedTuple
 
 from torch import Tensor, nn
 
+from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.attention import KVCache, MultiHeadAttention, padding_mask
 from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
@@ -222,23 +223,24 @@ class Encoder(nn.Module):
         )
         self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
 
+    @renamed_kwargs(valid_lens="lengths", return_attention="need_weights")
     def forward(
-        self, src: Tensor, valid_lens: Tensor | None = None, *, return_attention: bool = False
+        self, src: Tensor, lengths: Tensor | None = None, *, need_weights: bool = False
     ) -> tuple[Tensor, list[Tensor] | None]:
         """Encode a (padded) batch of source sentences.
 
         Args:
-            valid_lens: real length of each source ``(B,)``; padded keys are masked.
-            return_attention: also return each layer's self-attention weights.
+            lengths: real length of each source ``(B,)``; padded keys are masked.
+            need_weights: also return each layer's self-attention weights.
 
         Shape:
             src ``(B, S)`` -> memory ``(B, S, d)``, weights list of N ``(B, h, S, S)`` or None.
         """
-        mask = None if valid_lens is None else padding_mask(valid_lens, src.shape[1])  # (B, 1, S)
+        mask = None if lengths is None else padding_mask(lengths, src.shape[1])  # (B, 1, S)
         x = self.embed(src)  # (B, S, d)
-        weights = [] if return_attention else None
+        weights = [] if need_weights else None
         for block in self.blocks:
-            x, w = block(x, mask, need_weights=return_attention)  # (B, S, d)
+            x, w = block(x, mask, need_weights=need_weights)  # (B, S, d)
             if weights is not None:
                 weights.append(w)
         return self.final_norm(x), weights  # (B, S, d)
@@ -264,7 +266,7 @@ class DecoderCache:
 
 
 class DecoderOutput(NamedTuple):
-    """What :class:`Decoder` returns; attention lists only when ``return_attention=True``."""
+    """What :class:`Decoder` returns; attention lists only when ``need_weights=True``."""
 
     hidden: Tensor  # (B, T, d)
     cache: DecoderCache | None  # updated cache, when one was passed in
@@ -312,36 +314,38 @@ class Decoder(nn.Module):
             raise ValueError("this decoder has cross-attention: pass the encoder output (memory)")
         return tuple(block.cross_attn.project_kv(memory, memory) for block in self.blocks)
 
+    @renamed_kwargs(memory_valid_lens="memory_lengths")
     def init_cache(
         self,
         batch_size: int,
         memory: Tensor | None = None,
-        memory_valid_lens: Tensor | None = None,
+        memory_lengths: Tensor | None = None,
     ) -> DecoderCache:
         """An empty cache; projects the encoder output once per layer for cross-attention.
 
         Shape:
-            memory ``(B, S, d)``, memory_valid_lens ``(B,)``.
+            memory ``(B, S, d)``, memory_lengths ``(B,)``.
         """
         ref = self.embed.token.weight
         empty = ref.new_zeros(batch_size, self.num_heads, 0, self.head_dim)  # (B, h, 0, d_k)
         mask = None
-        if memory is not None and memory_valid_lens is not None:
-            mask = padding_mask(memory_valid_lens, memory.shape[1])  # (B, 1, S)
+        if memory is not None and memory_lengths is not None:
+            mask = padding_mask(memory_lengths, memory.shape[1])  # (B, 1, S)
         return DecoderCache(
             self_kv=tuple(KVCache(empty, empty) for _ in self.blocks),
             cross_kv=self._memory(memory),
             memory_mask=mask,
         )
 
+    @renamed_kwargs(memory_valid_lens="memory_lengths", return_attention="need_weights")
     def forward(
         self,
         tgt: Tensor,
         memory: Tensor | None = None,
-        memory_valid_lens: Tensor | None = None,
+        memory_lengths: Tensor | None = None,
         *,
         cache: DecoderCache | None = None,
-        return_attention: bool = False,
+        need_weights: bool = False,
     ) -> DecoderOutput:
         """Decode a whole target (training) or, with ``cache``, the next T tokens.
 
@@ -350,23 +354,23 @@ class Decoder(nn.Module):
         the projected encoder output, and the new tokens are at positions P .. P + T - 1.
 
         Shape:
-            tgt ``(B, T)``, memory ``(B, S, d)``, memory_valid_lens ``(B,)``
+            tgt ``(B, T)``, memory ``(B, S, d)``, memory_lengths ``(B,)``
             -> hidden ``(B, T, d)`` (see :class:`DecoderOutput`).
         """
         if cache is None:
             start, past = 0, [None] * len(self.blocks)
             cross_kv = self._memory(memory)
             memory_mask = None
-            if memory is not None and memory_valid_lens is not None:
-                memory_mask = padding_mask(memory_valid_lens, memory.shape[1])  # (B, 1, S)
+            if memory is not None and memory_lengths is not None:
+                memory_mask = padding_mask(memory_lengths, memory.shape[1])  # (B, 1, S)
         else:
-            if memory is not None or memory_valid_lens is not None:
+            if memory is not None or memory_lengths is not None:
                 raise ValueError("with a cache, memory was projected by init_cache; pass only tgt")
             start, past = cache.length, cache.self_kv
             cross_kv, memory_mask = cache.cross_kv, cache.memory_mask
         x = self.embed(tgt, start)  # (B, T, d)
-        self_ws = [] if return_attention else None
-        cross_ws = [] if return_attention and self.has_cross_attention else None
+        self_ws = [] if need_weights else None
+        cross_ws = [] if need_weights and self.has_cross_attention else None
         new_kv = []
         for i, block in enumerate(self.blocks):
             x, kv, self_w, cross_w = block(
@@ -374,7 +378,7 @@ class Decoder(nn.Module):
                 None if cross_kv is None else cross_kv[i],
                 memory_mask,
                 past_kv=past[i],
-                need_weights=return_attention,
+                need_weights=need_weights,
             )  # (B, T, d)
             new_kv.append(kv)
             if self_ws is not None:

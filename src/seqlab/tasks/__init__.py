@@ -11,8 +11,11 @@ from pathlib import Path
 from types import ModuleType
 
 from seqlab.config import ExperimentConfig
+from seqlab.errors import ConfigError
+from seqlab.precision import resolve_precision
+from seqlab.rundir import RunDir
 from seqlab.tasks import classification, forecasting, language_modeling, translation
-from seqlab.tasks.base import Experiment, Predictor, open_run
+from seqlab.tasks.base import Experiment, Predictor
 
 TASKS: dict[str, ModuleType] = {
     "language_modeling": language_modeling,
@@ -32,12 +35,22 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
     return task_of(cfg).build_experiment(cfg, run_dir)
 
 
-def load(run_dir: str | Path, which: str = "best") -> Predictor:
-    """A trained model from its run directory alone (``best``, ``latest`` or a step number)."""
-    run = open_run(run_dir, which)
-    return task_of(run.cfg).load(run)
+def load(run_dir: str | Path, which: str = "best", precision: str | None = None) -> Predictor:
+    """A trained model from its run directory alone (``best``, ``latest`` or a step number).
+
+    ``precision`` (``fp32`` or ``bf16``) overrides the run's ``decode.precision`` (fp32 unless
+    the run's config says otherwise); see :mod:`seqlab.precision`.
+    """
+    if precision is not None and precision not in ("fp32", "bf16"):
+        raise ConfigError(f"precision must be fp32 or bf16, got {precision!r}")
+    run = RunDir(run_dir).open(which)
+    predictor = task_of(run.cfg).load(run)
+    if precision is not None:
+        predictor.precision = resolve_precision(precision)
+    return predictor
 
 
 def artefacts() -> set[str]:
-    """Every file name a task may write into a run directory."""
+    """Every file name a task may write into a run directory (what :class:`~seqlab.rundir.RunDir`
+    accepts there besides its own files)."""
     return {name for task in TASKS.values() for name in task.ARTEFACTS}

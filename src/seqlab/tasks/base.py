@@ -8,25 +8,26 @@ A task (language modelling, translation, …) is one module of :mod:`seqlab.task
   (``run_dir`` when resuming: the run's own artefacts are then reused, never rebuilt);
 - ``load(run) -> Predictor``: the trained model, from the run directory alone.
 
-A run directory is a complete model: :func:`open_run` and a task's ``load`` read only
-``config.yaml``, the artefacts and a checkpoint — never the training data.
+A run directory is a complete model: :meth:`seqlab.rundir.RunDir.open` and a task's ``load`` read
+only ``config.yaml``, the artefacts and a checkpoint — never the training data, and nothing of
+:mod:`seqlab.training`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, ClassVar
 
 from torch import nn
 
-from seqlab.config import ExperimentConfig, load_config
-from seqlab.errors import CheckpointError, SeqlabError
-from seqlab.training import checkpoint as ckpt
-from seqlab.training.precision import Resolved, resolve_precision
-from seqlab.training.selection import Selection
-from seqlab.training.trainer import Batches, LossFn
+from seqlab.checkpoints import load_model_weights
+from seqlab.config import ExperimentConfig
+from seqlab.errors import SeqlabError
+from seqlab.objective import Batches, LossFn, Selection
+from seqlab.precision import Resolved, resolve_precision
+from seqlab.rundir import Run
 
 
 @dataclass
@@ -46,51 +47,20 @@ class Experiment:
     perplexity: bool = True  # the loss is a per-token cross-entropy: show exp(loss)
 
 
-@dataclass(frozen=True)
-class Run:
-    """A trained run directory: its config and the checkpoint chosen."""
+def as_batch(items: Any, what: str = "sentence") -> tuple[list[Any], bool]:
+    """``items`` as a list, and whether a single item was given instead of one: a string (or
+    path) is one ``what``, never a sequence of characters.
 
-    run_dir: Path
-    cfg: ExperimentConfig
-    checkpoint: Path
-    meta: dict[str, Any]
-
-    def file(self, name: str) -> Path:
-        """A file the run must hold; a clear error if it is missing."""
-        path = self.run_dir / name
-        if not path.is_file():
-            raise CheckpointError(
-                f"{path} is missing: {self.run_dir} is not a complete run directory (a run needs "
-                "its own vocabularies and tokenizers; they are never rebuilt from data)"
-            )
-        return path
-
-    def check_size(self, key: str, value: int) -> None:
-        """The checkpoint was trained with the same ``key`` (e.g. vocabulary size)."""
-        stored = self.meta.get(key)
-        if stored is not None and stored != value:
-            raise CheckpointError(
-                f"{self.checkpoint}: trained with {key}={stored}, but the run's files give "
-                f"{value}; the run directory's artefacts do not belong to this checkpoint"
-            )
-
-
-def open_run(run_dir: str | Path, which: str = "best") -> Run:
-    """Read a run directory's config and find its ``best``/``latest``/numbered checkpoint."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise CheckpointError(f"run directory not found: {run_dir}")
-    if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"{run_dir} is not a seqlab run directory (no config.yaml)")
-    cfg = load_config(run_dir / "config.yaml")
-    path = ckpt.find_checkpoint(run_dir, which)
-    meta = ckpt.read_meta(path)
-    if meta.get("arch") != cfg.model.arch:
-        raise CheckpointError(
-            f"{path}: written for model.arch={meta.get('arch')!r}, but "
-            f"{run_dir / 'config.yaml'} says {cfg.model.arch!r}"
+    Raises:
+        SeqlabError: anything that is neither one item nor a list (or other iterable) of them.
+    """
+    if isinstance(items, str | PurePath):
+        return [items], True
+    if isinstance(items, bytes | dict) or not isinstance(items, Iterable):
+        raise SeqlabError(
+            f"expected a {what} (a string) or a list of them, got {type(items).__name__}"
         )
-    return Run(run_dir, cfg, path, meta)
+    return list(items), False
 
 
 class WrongTask(SeqlabError, AttributeError):
@@ -136,5 +106,5 @@ class Predictor:
 
 def load_weights(model: nn.Module, run: Run) -> nn.Module:
     """Load the run's checkpoint into ``model`` (names and shapes must match); eval mode."""
-    ckpt.load_model_weights(model, run.checkpoint)
+    load_model_weights(model, run.checkpoint)
     return model.eval()

@@ -1,5 +1,5 @@
-"""Classification: one label per sentence or image (seed 001's Transformer classifier, seed 003's
-many-to-one problems and Vision Transformer).
+"""Classification: one label per sentence or image (Transformer, BiLSTM and CNN text classifiers;
+the Vision Transformer of Dosovitskiy et al. 2021 and a ConvNet for images).
 
 **Splits.** The validation split that chooses checkpoints is always held out of the training
 data (``data.val_examples``, a seeded choice); the dataset's evaluation split is never used to
@@ -51,12 +51,11 @@ from seqlab.data.vocab import Vocab
 from seqlab.errors import CheckpointError, DataError, SeqlabError
 from seqlab.io import atomic_write_json
 from seqlab.models import build_model
+from seqlab.objective import LossOutput, Selection
+from seqlab.precision import autocast
 from seqlab.progress import progress
-from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
+from seqlab.tasks.base import Experiment, Predictor, Run, as_batch, load_weights
 from seqlab.tokens import UNK
-from seqlab.training.precision import autocast
-from seqlab.training.selection import Selection
-from seqlab.training.trainer import LossOutput
 
 ARTEFACTS = ("classes.json", "vocab.json", "tokenizer.json")
 CLASSES_FORMAT = "seqlab.classes/1"
@@ -287,16 +286,39 @@ class Classifier(Predictor):
         return logits.float().softmax(-1).cpu()
 
     def probabilities(
-        self, items: Sequence[str] | Sequence[Path] | Tensor, batch_size: int = 256
+        self, items: Sequence[str] | Sequence[Path] | str | Path | Tensor, batch_size: int = 256
     ) -> Tensor:
         """Class probabilities ``(N, C)``: sentences, image files, or images ``(N, C, H, W)`` in
-        [0, 1]."""
+        [0, 1]; ``(C,)`` for one sentence or image file (a string or path).
+
+        A blank sentence is refused (there is nothing to classify); sentences longer than
+        ``data.max_len`` tokens are cut to it, with one warning.
+        """
+        if not isinstance(items, Tensor):
+            items, single = as_batch(items, "image file" if self.images else "sentence")
+            if single:
+                return self.probabilities(items, batch_size)[0]
         if self.images:
             x = items if isinstance(items, Tensor) else self.read_images(items)  # type: ignore[arg-type]
             inputs: Any = x
         else:
             if isinstance(items, Tensor) or any(not isinstance(s, str) for s in items):
                 raise SeqlabError("this is a text classifier: give it sentences (strings)")
+            blank = [i for i, s in enumerate(items) if not s.strip()]  # type: ignore[union-attr]
+            if blank:
+                raise SeqlabError(
+                    f"sentence {blank[0]} (of {len(items)}) is blank: there is nothing to "
+                    f"classify in it ({len(blank)} blank in all); leave blank sentences out"
+                )
+            assert self.tokenizer is not None
+            limit = self.cfg.data.max_len
+            cut = sum(len(self.tokenizer.tokenize(s)) > limit for s in items)  # type: ignore[arg-type]
+            if cut:
+                warnings.warn(
+                    f"truncated {cut} of {len(items)} input sentences to data.max_len={limit} "
+                    "tokens (the model reads no more)",
+                    stacklevel=3,
+                )
             inputs = [self.token_ids(s) for s in items]  # type: ignore[arg-type]
         if not len(inputs):
             return torch.zeros(0, len(self.labels))
@@ -306,18 +328,28 @@ class Classifier(Predictor):
         return torch.cat([self._batch_probs(b) for b in batches])
 
     def classify(
-        self, items: Sequence[str] | Sequence[Path] | Tensor, batch_size: int = 256
-    ) -> list[tuple[str, float]]:
-        """The most probable label of each sentence or image, with its probability."""
+        self, items: Sequence[str] | Sequence[Path] | str | Path | Tensor, batch_size: int = 256
+    ) -> Any:
+        """The most probable label of each sentence or image, with its probability: a list of
+        ``(label, probability)``, or one pair for one sentence or image file (a string or path).
+        Blank sentences are refused, long ones cut with a warning (see :meth:`probabilities`)."""
+        single = isinstance(items, str | Path)
         probs = self.probabilities(items, batch_size)
+        if single:
+            probs = probs[None]  # (1, C)
         best = probs.argmax(-1)
-        return [(self.labels[int(i)], float(p[i])) for i, p in zip(best, probs, strict=True)]
+        found = [(self.labels[int(i)], float(p[i])) for i, p in zip(best, probs, strict=True)]
+        return found[0] if single else found
 
     def score(
         self, items: Sequence[str] | Tensor, labels: Sequence[str] | Tensor
     ) -> dict[str, Any]:
         """Accuracy, macro-F1 and confusion matrix of the predictions against ``labels`` (names,
-        or ids for images). An unknown label name is an error."""
+        or ids for images), at least one. An unknown label name is an error."""
+        if isinstance(items, str) or isinstance(labels, str):
+            raise SeqlabError("score takes a list of examples and a list of labels, not a string")
+        if not len(items) and not len(labels):
+            raise SeqlabError("nothing to score: 0 examples and 0 labels")
         if len(items) != len(labels):
             raise SeqlabError(f"{len(items)} examples but {len(labels)} labels")
         gold = (

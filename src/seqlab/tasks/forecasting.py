@@ -1,5 +1,5 @@
 """Forecasting real-valued sequences: autoregressive models, k-step-ahead prediction, RMSE/MAE
-by horizon against the persistence baselines (seed 000; d2l §8.1).
+by horizon against the persistence baselines (d2l.ai §9.1).
 
 Training minimises the mean squared error of the next value (on the scaled series); checkpoints
 are chosen by validation RMSE. **k-step-ahead prediction** feeds the model's own predictions
@@ -13,6 +13,7 @@ checkpoints; :func:`load` needs nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,6 +26,7 @@ from seqlab.data.series import (
     Scaler,
     Split,
     WindowBatches,
+    check_values,
     chronological_split,
     k_step_predictions,
     load_sunspots,
@@ -35,11 +37,12 @@ from seqlab.data.series import (
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.io import atomic_write_json, read_format_json
 from seqlab.models import build_model
+from seqlab.objective import LossOutput, Selection
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
-from seqlab.training.selection import Selection
-from seqlab.training.trainer import LossOutput
 
 ARTEFACTS = ("series.json",)
+#: horizons measured when none is asked for
+DEFAULT_HORIZONS = 12
 SERIES_FORMAT = "seqlab.series/1"
 
 
@@ -99,9 +102,21 @@ class Forecaster(Predictor):
         return self.scaler.invert(self.model(z).float().cpu())
 
     def forecast(self, history: Tensor | list[float], steps: int) -> list[float]:
-        """The ``steps`` values after ``history`` (at least τ values), each predicted from the
-        previous predictions once the observations run out."""
-        x = torch.as_tensor(history, dtype=torch.float32)
+        """The ``steps`` values after ``history`` (at least τ finite values, within
+        ±:data:`~seqlab.data.series.MAX_ABS_VALUE`), each predicted from the previous
+        predictions once the observations run out."""
+        if isinstance(history, str) or not isinstance(history, Tensor | Sequence):
+            raise SeqlabError(
+                f"history must be a list (or tensor) of numbers, not {type(history).__name__}"
+            )
+        try:
+            x = torch.as_tensor(history, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            raise SeqlabError("history must be a list (or tensor) of numbers") from None
+        if x.dim() != 1:
+            raise SeqlabError(f"history must be one series (1-D), got shape {tuple(x.shape)}")
+        check_values(x.tolist(), "history")
+        x = x.float()
         if len(x) < self.window:
             raise SeqlabError(
                 f"a forecast needs at least τ = {self.window} past values, got {len(x)}"
@@ -110,14 +125,29 @@ class Forecaster(Predictor):
             raise SeqlabError(f"steps must be >= 1, got {steps}")
         return k_step_predictions(self.predict_next, x, self.window, steps, [len(x)])[0].tolist()
 
-    def evaluate_split(self, split: str = "test", horizons: int = 12) -> dict[str, Any]:
+    def evaluate_split(self, split: str = "test", horizons: int | None = None) -> dict[str, Any]:
         """RMSE and MAE at horizons 1 … ``horizons`` on a split of the configured series, for
-        the model, persistence and (when ``data.season`` is set) seasonal persistence."""
+        the model, persistence and (when ``data.season`` is set) seasonal persistence.
+
+        ``horizons``: at most the split's number of target steps (and each needs τ observations
+        before it); None = 12, or fewer on a shorter split. A larger value is refused at once.
+        """
         x = load_series(self.cfg)
         parts = split_of(self.cfg, len(x))
         if split not in ("train", "val", "test"):
             raise SeqlabError(f"a series has train, val and test splits, not {split!r}")
         targets = parts.targets(split)
+        # horizon h predicts target t from x up to t - h: beyond the split's own length it only
+        # measures the earlier splits again, and it needs t - h + 1 >= τ
+        most = min(len(targets), targets[-1] - self.window + 1) if len(targets) else 0
+        if horizons is None:
+            horizons = min(DEFAULT_HORIZONS, most)
+        if isinstance(horizons, bool) or not isinstance(horizons, int) or not 1 <= horizons <= most:
+            raise SeqlabError(
+                f"horizons (--horizon) must be a whole number from 1 to {most}: the {split} split "
+                f"of {self.cfg.data.dataset} has {len(targets)} target steps (window τ = "
+                f"{self.window}), got {horizons!r}"
+            )
         out: dict[str, Any] = {
             "split": split,
             "steps": len(targets),

@@ -1,6 +1,6 @@
 """Language modelling: next-token prediction on one text, perplexity, generation.
 
-Perplexity is exp of the mean per-token cross-entropy (d2l §8.4.4):
+Perplexity is exp of the mean per-token cross-entropy (d2l.ai §9.3.2):
 PPL = exp(-1/n Σ log p(x_t | x_<t)). Evaluation walks a token sequence in B contiguous rows, T
 tokens at a time, every token predicted once; a recurrent model carries its state along each row
 (as in training with sequential partitioning), a Transformer sees each window of T tokens on its
@@ -12,7 +12,6 @@ A run directory holds ``vocab.json`` and ``tokenizer.json`` besides the config a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,13 +27,16 @@ from seqlab.data.tokenizers import Tokenizer, load_tokenizer, save_tokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.models import build_model
+from seqlab.nn.losses import perplexity
+from seqlab.objective import LossOutput, Selection
+from seqlab.precision import autocast
 from seqlab.progress import progress
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
-from seqlab.training.precision import autocast
-from seqlab.training.selection import Selection
-from seqlab.training.trainer import LossOutput
 
 ARTEFACTS = ("vocab.json", "tokenizer.json")
+#: the highest sampling temperature accepted (``decode.temperature``'s bound): softmax(z / 100) is
+#: already flat
+MAX_TEMPERATURE = 100.0
 
 
 def is_recurrent(model: nn.Module) -> bool:
@@ -79,7 +81,7 @@ def evaluate_lm(model: nn.Module, ids: Tensor, batch_size: int, num_steps: int) 
         ).item()
         count += y.numel()
     loss = total / count
-    return {"val_loss": loss, "val_ppl": float(torch.tensor(loss).exp())}
+    return {"val_loss": loss, "val_ppl": perplexity(loss)}
 
 
 # ------------------------------------------------------------------------------- training
@@ -196,10 +198,19 @@ class LanguageModel(Predictor):
             top_k: sample among the k most likely tokens (0 = all); given alone it samples at
                 temperature 1.
             seed: the sampling seed (reproducible text).
+
+        The reserved tokens (``<unk>``, ``<pad>``, ``<bos>``, ``<eos>``) are never generated:
+        the text holds only the vocabulary's own tokens.
         """
         strategy, temp, k = self._sampling(temperature, top_k)
         if tokens < 0:
             raise SeqlabError(f"number of tokens to generate must be >= 0, got {tokens}")
+        reserved = range(self.vocab.num_reserved)
+        if len(self.vocab) <= len(reserved):
+            raise SeqlabError(
+                "the vocabulary holds only the reserved tokens (<unk>, <pad>, <bos>, <eos>): "
+                "there is nothing to generate"
+            )
         pieces = self.tokenizer.tokenize(prefix)
         if not pieces:  # no context: start from the most frequent token
             pieces = [self.vocab.to_tokens(self.vocab.num_reserved)]
@@ -211,14 +222,26 @@ class LanguageModel(Predictor):
         gen = torch.Generator().manual_seed(seed)
         with autocast(self.precision):
             out = generate(
-                self.model, ids, tokens, strategy=strategy, temperature=temp, top_k=k, generator=gen
+                self.model,
+                ids,
+                tokens,
+                strategy=strategy,
+                temperature=temp,
+                top_k=k,
+                generator=gen,
+                never=reserved,
             )
         return self.tokenizer.detokenize(self.vocab.to_tokens(list(ids) + list(out)))
 
     def _sampling(self, temperature: float | None, top_k: int | None) -> tuple[str, float, int]:
         d = self.cfg.decode
-        if temperature is not None and temperature < 0:
-            raise SeqlabError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        if temperature is not None and not (0 <= temperature <= MAX_TEMPERATURE):
+            raise SeqlabError(
+                f"temperature must be a number from 0 (greedy) to {MAX_TEMPERATURE:g}, got "
+                f"{temperature}"
+            )
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)):
+            raise SeqlabError(f"top_k must be a whole number (0 = all tokens), got {top_k!r}")
         if top_k is not None and top_k < 0:
             raise SeqlabError(f"top_k must be >= 0 (0 = all tokens), got {top_k}")
         if temperature is None and not top_k:
@@ -272,6 +295,20 @@ def ngram_models(
 
     corpus = load_corpus(cfg)
     train, val = corpus.train.tolist(), corpus.val.tolist()
+    d = cfg.data
+    where = f"data.dataset={d.dataset}" + (f" ({d.path})" if d.path else "")
+    if not train or not val:
+        part = "training" if not train else "validation"
+        held = (
+            f"the {part} split holds 0 of its {len(train) + len(val)} token(s) "
+            f"(data.val_fraction={d.val_fraction})"
+            if train or val
+            else "the text holds no tokens"
+        )
+        raise DataError(
+            f"{where}: {held}; n-gram models count the training split and are measured on at "
+            "least one validation token: use a longer text"
+        )
     out: dict[int, dict[str, Any]] = {}
     for n in orders:
         lm = NGramLM(n, len(corpus.vocab), smoothing, k=k).fit(train)  # type: ignore[arg-type]
@@ -280,7 +317,7 @@ def ngram_models(
         out[n] = {
             "model": lm,
             "val_loss": -ll / count,
-            "val_ppl": math.exp(-ll / count),
+            "val_ppl": perplexity(-ll / count),
             "tokens": count,
         }
     return corpus, out

@@ -52,7 +52,7 @@ class ProgressBar(Callback):
             self.bar.update(1)
 
     def on_log(self, trainer: Trainer, record: dict[str, Any]) -> None:
-        ppl = f"  ppl {record['ppl']:.2f}" if self.perplexity else ""
+        ppl = f"  ppl {_shown_perplexity(record['ppl'])}" if self.perplexity else ""
         text = f"loss {record['loss']:.4f}{ppl}  {record['tokens_per_s']:,.0f} {self.unit}/s"
         if self.bar is not None:
             self.bar.set_postfix_str(text)
@@ -78,6 +78,17 @@ class ProgressBar(Callback):
     def on_train_end(self, trainer: Trainer, summary: dict[str, Any]) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+#: perplexities above this are shown as ">1e6": the loss line carries the value (exp(loss) of an
+#: untrained or diverging model is a huge number that says nothing more)
+SHOWN_PERPLEXITY = 1e6
+
+
+def _shown_perplexity(ppl: float) -> str:
+    if math.isnan(ppl) or ppl <= SHOWN_PERPLEXITY:
+        return f"{ppl:.2f}"
+    return f">{SHOWN_PERPLEXITY:.0e}".replace("+0", "")
 
 
 #: the name of the throughput field in ``metrics.jsonl`` for each unit the trainer can count

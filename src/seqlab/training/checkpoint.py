@@ -1,27 +1,22 @@
-"""Checkpoints as safetensors + JSON: loading one never executes code.
+"""Writing checkpoints: safetensors + JSON, each folder complete or absent.
 
-A run directory looks like::
+Where checkpoints go in a run directory is :class:`seqlab.rundir.RunDir`; reading one back (its
+metadata, weights and checksums) is :mod:`seqlab.checkpoints`, which inference uses without this
+module. Each checkpoint folder holds::
 
-    RUN_DIR/
-      config.yaml                  resolved experiment config
-      vocab*.json, tokenizer*      written once by the experiment
-      metrics.jsonl                one JSON object per log line
-      checkpoints/
-        step-00001200/
-          model.safetensors        model weights
-          optimizer.safetensors    optimizer tensors (Adam moments, ...)
-          rank0.safetensors        per-process state: RNG, carried recurrent state
-          meta.json                step, epoch, position in the epoch, optimizer/scheduler
-                                   hyper-parameters, best metric, format marker
-        latest.json, best.json     {"step": ...} pointers, replaced atomically
+    model.safetensors        model weights
+    optimizer.safetensors    optimizer tensors (Adam moments, ...)
+    rank0.safetensors        per-process state: RNG, carried recurrent state
+    meta.json                step, epoch, position in the epoch, optimizer/scheduler
+                             hyper-parameters, best metric, format marker, SHA-256 of the files
 
-Each checkpoint folder is written under a temporary name and renamed when complete, so a
-killed run leaves either the whole checkpoint or none of it.
+It is written under a temporary name and renamed when complete, so a killed run leaves either the
+whole checkpoint or none of it; the ``latest.json`` and ``best.json`` pointers are then replaced
+atomically. The optimizer and RNG state are read back only to resume training (:func:`unflatten_tensors`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -29,15 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, ValidationError
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save
 from torch import Tensor, nn
 
+from seqlab.checkpoints import CHECKSUMMED, FORMAT, META, WEIGHTS, load_safetensors, sha256_of
 from seqlab.errors import CheckpointError
 from seqlab.io import atomic_write_json
-
-FORMAT = "seqlab.checkpoint/1"
+from seqlab.rundir import RunDir
 
 
 # ------------------------------------------------------------------------- tensors and trees
@@ -84,51 +77,40 @@ def unflatten_tensors(skeleton: Any, tensors: dict[str, Tensor]) -> Any:
     return skeleton
 
 
+def write_safetensors(tensors: dict[str, Tensor], path: Path) -> None:
+    """Write ``tensors`` as a safetensors file with Python's own file I/O, so that a full disk or
+    a read-only folder is an ``OSError`` naming the errno, not a serialisation error."""
+    data = save(tensors)
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None  # name the file
+
+
 def save_tree(tree: Any, tensor_path: Path) -> Any:
     """Write the tensors of ``tree`` to a safetensors file; return the JSON skeleton."""
     tensors, skeleton = flatten_tensors(tree)
-    save_file(tensors, str(tensor_path))
+    write_safetensors(tensors, tensor_path)
     return skeleton
 
 
-def load_safetensors(path: Path) -> dict[str, Tensor]:
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint file missing: {path}")
-    try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{path}: corrupt or not a safetensors file ({exc})") from None
-
-
-def read_json(path: Path, what: str = "checkpoint metadata") -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{what} missing: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: {what} is not valid JSON ({exc})") from None
-
-
 # ----------------------------------------------------------------------------- checkpoints
-def checkpoint_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "checkpoints"
-
-
-def step_name(step: int) -> str:
-    return f"step-{step:08d}"
-
-
 def begin_checkpoint(run_dir: Path, step: int) -> Path:
     """Create the temporary folder a checkpoint is written into (rank 0 only)."""
-    root = checkpoint_dir(run_dir)
+    root = RunDir(run_dir).checkpoints
     root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{step_name(step)}.", dir=root))
+    return Path(tempfile.mkdtemp(prefix=f".{RunDir.step_name(step)}.", dir=root))
 
 
 def commit_checkpoint(run_dir: Path, tmp: Path, step: int, is_best: bool, keep_last: int) -> Path:
     """Rename the finished temporary folder into place, update pointers, prune old ones."""
-    root = checkpoint_dir(run_dir)
-    final = root / step_name(step)
+    run = RunDir(run_dir)
+    root, final = run.checkpoints, run.step_dir(step)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -139,125 +121,28 @@ def commit_checkpoint(run_dir: Path, tmp: Path, step: int, is_best: bool, keep_l
     return final
 
 
-def list_steps(run_dir: Path) -> list[int]:
-    root = checkpoint_dir(run_dir)
-    if not root.is_dir():
-        return []
-    return sorted(
-        int(p.name[5:]) for p in root.glob("step-*") if p.name[5:].isdigit() and p.is_dir()
-    )
-
-
-def pointer(run_dir: Path, which: str) -> int | None:
-    path = checkpoint_dir(run_dir) / f"{which}.json"
-    if not path.is_file():
-        return None
-    data = read_json(path, f"{which} checkpoint pointer")
-    step = data.get("step") if isinstance(data, dict) else None
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise CheckpointError(f'{path}: expected {{"step": <number>}}, got {str(data)[:80]}')
-    return step
-
-
 def prune(run_dir: Path, keep_last: int) -> None:
-    steps = list_steps(run_dir)
-    best = pointer(run_dir, "best")
+    """Remove all but the last ``keep_last`` checkpoints (0: keep all), never the best one."""
+    run = RunDir(run_dir)
+    steps = run.steps()
+    best = run.pointer("best")
     for step in steps[:-keep_last] if keep_last else steps:
         if step != best:
-            shutil.rmtree(checkpoint_dir(run_dir) / step_name(step), ignore_errors=True)
-    for tmp in checkpoint_dir(run_dir).glob(".step-*"):  # left by a killed run
+            shutil.rmtree(run.step_dir(step), ignore_errors=True)
+    remove_temporary(run_dir)
+
+
+def remove_temporary(run_dir: Path) -> None:
+    """Remove unfinished checkpoint folders (``.step-*``), left by a killed or failed save.
+    Only the run's one writer (:class:`seqlab.rundir.RunLock`) may call this."""
+    for tmp in RunDir(run_dir).checkpoints.glob(".step-*"):
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def find_checkpoint(run_dir: str | Path, which: str = "best") -> Path:
-    """The folder of the ``best`` or ``latest`` checkpoint of a run (``which`` may be a step)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise CheckpointError(f"run directory not found: {run_dir}")
-    if not which.isdigit() and which not in ("best", "latest"):
-        raise CheckpointError(
-            f"which checkpoint: best, latest or a step number, not {which[:40]!r}"
-        )
-    step = int(which) if which.isdigit() else pointer(run_dir, which)
-    if step is None and which == "best":
-        step = pointer(run_dir, "latest")
-    if step is None:
-        raise CheckpointError(
-            f"{run_dir} has no checkpoints (no {checkpoint_dir(run_dir) / 'latest.json'})"
-        )
-    path = checkpoint_dir(run_dir) / step_name(step)
-    if not path.is_dir():
-        raise CheckpointError(
-            f"checkpoint {path} is missing (available steps: {list_steps(run_dir)})"
-        )
-    return path
-
-
-class _Schedule(BaseModel):
-    steps: NonNegativeInt
-    scale: float
-
-
-class _Meta(BaseModel):
-    """The keys of ``meta.json`` that seqlab reads back, and their types (others may follow)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    arch: str
-    step: NonNegativeInt
-    epoch: NonNegativeInt
-    batch: NonNegativeInt
-    best: float | None
-    evals_since_best: NonNegativeInt
-    history: list[dict[str, Any]]
-    world_size: PositiveInt = 1
-    optimizer: Any
-    rank_state: Any
-    schedule: _Schedule
-
-
-def read_meta(ckpt: Path) -> dict[str, Any]:
-    """``meta.json`` of a checkpoint folder, checked: a foreign or damaged file is refused."""
-    path = ckpt / "meta.json"
-    meta = read_json(path)
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a seqlab checkpoint (expected format {FORMAT!r})")
-    try:
-        _Meta.model_validate(meta)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        key = ".".join(str(p) for p in first["loc"]) or "<top level>"
-        raise CheckpointError(
-            f"{path}: damaged checkpoint metadata: {key}: {first['msg']} "
-            f"(got {str(first.get('input'))[:60]})"
-        ) from None
-    return meta
-
-
-def load_model_weights(model: nn.Module, ckpt: Path) -> None:
-    """Load ``model.safetensors`` into ``model``, refusing any mismatch of names or shapes."""
-    state = load_safetensors(ckpt / "model.safetensors")
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{ckpt / 'model.safetensors'} does not match this model: "
-            f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, "
-            f"unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
-        )
-    for name, tensor in state.items():
-        if tensor.shape != expected[name].shape:
-            raise CheckpointError(
-                f"{ckpt / 'model.safetensors'}: {name} has shape {tuple(tensor.shape)}, "
-                f"the model expects {tuple(expected[name].shape)}"
-            )
-    model.load_state_dict(state)
 
 
 def save_model_weights(model: nn.Module, path: Path) -> None:
     # tied weights share storage: safetensors refuses shared tensors, so store clones
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(path))
+    write_safetensors(state, path)
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
@@ -267,7 +152,7 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
     total: dict[str, Tensor] = {}
     dtypes: dict[str, torch.dtype] = {}
     for path in paths:
-        state = load_safetensors(path / "model.safetensors")
+        state = load_safetensors(path / WEIGHTS)
         if total and set(state) != set(total):
             raise CheckpointError(f"{path}: parameter names differ from {paths[0]}")
         for k, v in state.items():
@@ -277,7 +162,9 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Tensor]:
 
 
 def write_meta(tmp: Path, meta: dict[str, Any]) -> None:
-    atomic_write_json(tmp / "meta.json", {"format": FORMAT, **meta})
+    """``meta.json``, with the SHA-256 of the tensor files already in ``tmp`` (rank 0's)."""
+    sums = {name: sha256_of(tmp / name) for name in CHECKSUMMED if (tmp / name).is_file()}
+    atomic_write_json(tmp / META, {"format": FORMAT, **meta, "sha256": sums})
 
 
 def torch_rng_state() -> dict[str, Tensor]:

@@ -70,6 +70,16 @@ def broadcast_flag(flag: bool) -> bool:
     return bool(t.item())
 
 
+def same_on_all_ranks(value: Any) -> Any:
+    """Rank 0's value (any picklable object), seen by everyone: one decision for the whole run,
+    even where the nodes differ (e.g. one has native bf16 and another has not)."""
+    if not dist.is_initialized():
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 class RankBatches:
     """This process's share of an epoch of minibatches, as ``(batch, weight)`` pairs.
 

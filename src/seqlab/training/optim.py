@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from seqlab.config import TrainConfig
-from seqlab.training.selection import Selection
+from seqlab.objective import Selection
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:

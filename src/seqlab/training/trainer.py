@@ -16,7 +16,7 @@ accumulation W·A. A non-finite loss or gradient norm stops training before the 
 
 **Validation and checkpoints** (:meth:`Trainer.validate_and_checkpoint`) happen every
 ``train.eval_every`` steps, or at the end of each epoch: rank 0 evaluates in the evaluation
-precision (the same as ``seqlab evaluate``), one :class:`~seqlab.training.selection.Selection` rule
+precision (the same as ``seqlab evaluate``), one :class:`~seqlab.objective.Selection` rule
 decides whether the result is the best so far, and every process writes its part of the
 checkpoint.
 
@@ -37,46 +37,21 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from seqlab.checkpoints import load_model_weights, load_safetensors, read_json, read_meta
 from seqlab.config import TrainConfig
-from seqlab.errors import SeqlabError, TrainingInterrupted
+from seqlab.errors import CheckpointError, SeqlabError, TrainingInterrupted
+from seqlab.nn.losses import perplexity
+from seqlab.objective import Batches, LossFn, LossOutput, Selection
+from seqlab.precision import Resolved, autocast, resolve_precision
+from seqlab.rundir import RunDir
 from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
 from seqlab.training.optim import LRSchedule, Plateau, build_optimizer
-from seqlab.training.precision import Resolved, autocast, resolve_precision
-from seqlab.training.selection import Selection
-
-
-@dataclass
-class LossOutput:
-    """What a loss function returns for one minibatch.
-
-    Attributes:
-        loss: scalar mean loss over the ``num_tokens`` predicted tokens.
-        num_tokens: tokens the mean is taken over (weights the minibatch in its step).
-        state: recurrent state to carry into the next minibatch, or ``None``.
-    """
-
-    loss: Tensor
-    num_tokens: int
-    state: Any = None
-
-
-class Batches(Protocol):
-    """Minibatches for one epoch at a time, a pure function of (seed, epoch)."""
-
-    carries_state: bool
-
-    def set_epoch(self, epoch: int) -> None: ...
-    def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-LossFn = Callable[[nn.Module, Any, Any], LossOutput]
 
 
 class TrainingDiverged(SeqlabError):
@@ -151,7 +126,9 @@ class Trainer:
         select: the metric choosing the best checkpoint, early stopping and the plateau rule.
         callbacks: logging, plotting, progress (rank 0 only).
         extra_meta: JSON-able facts stored in every checkpoint (e.g. the vocabulary size).
-        eval_precision: ``auto``, ``fp32`` or ``bf16`` for ``evaluate``.
+        eval_precision: ``fp32`` or ``bf16`` for ``evaluate``.
+        precision: the training precision already resolved (a resumed run passes the one it
+            recorded); None resolves ``cfg.precision`` here. Every process uses rank 0's.
     """
 
     def __init__(
@@ -166,8 +143,10 @@ class Trainer:
         callbacks: Sequence[Callback] = (),
         extra_meta: dict[str, Any] | None = None,
         eval_precision: str = "fp32",
+        precision: Resolved | None = None,
     ) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.rundir = RunDir(self.run_dir)
         self.device = resolve_device(cfg.device)
         self.rank, self.world = dist.setup(self.device)
         self.data = dist.RankBatches(train_data, self.rank, self.world)
@@ -178,7 +157,9 @@ class Trainer:
         self.evaluate_fn, self.select = evaluate, select
         self.callbacks = list(callbacks) if dist.is_main() else []
         self.extra_meta = extra_meta or {}
-        self.precision: Resolved = resolve_precision(cfg.precision, self.device)
+        self.precision: Resolved = dist.same_on_all_ranks(
+            precision or resolve_precision(cfg.precision, self.device)
+        )
         self.eval_precision: Resolved = resolve_precision(eval_precision, self.device)
         self.optimizer = build_optimizer(self.model, cfg)
         self.steps_per_epoch = -(-len(self.data) // cfg.accumulate)
@@ -197,7 +178,7 @@ class Trainer:
     def fit(self, resume: bool = False) -> dict[str, Any]:
         """Train until the step/epoch budget, the time budget or early stopping ends it."""
         if resume:
-            self.restore(ckpt.find_checkpoint(self.run_dir, "latest"))
+            self.restore(self.rundir.checkpoint("latest"))
         for cb in self.callbacks:
             cb.on_train_start(self)
         window = _Window()
@@ -327,7 +308,7 @@ class Trainer:
             "step": self.pos.step,
             "epoch": self.pos.epoch + self.pos.batch / max(len(self.data), 1),
             "loss": mean,
-            "ppl": math.exp(min(mean, 50.0)),
+            "ppl": perplexity(mean),  # meaningful for a per-token cross-entropy only
             "lr": self.schedule.lr,
             "tokens_per_s": window.tokens / seconds,
             "elapsed_s": round(self.elapsed(), 2),
@@ -335,19 +316,49 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_log(self, record)
 
-    def diverged(self, what: str) -> None:
-        latest = ckpt.pointer(self.run_dir, "latest")
-        where = (
-            f"last good checkpoint: {ckpt.checkpoint_dir(self.run_dir) / ckpt.step_name(latest)}"
-            if latest is not None
-            else "no checkpoint was written yet"
+    def diverged(self, what: str, stopped: str = "") -> None:
+        """Stop with :class:`TrainingDiverged`, naming the checkpoint a resume would continue
+        from only if it is good (finite validation), else saying that none is."""
+        stopped = stopped or (
+            f"at step {self.pos.step + 1} (epoch {self.pos.epoch}); training stopped before "
+            "updating the weights"
         )
-        raise TrainingDiverged(
-            f"{what} at step {self.pos.step + 1} (epoch {self.pos.epoch}); training stopped "
-            f"before updating the weights; {where}. Lower the learning rate (or set "
-            f"train.grad_clip) and continue from that checkpoint: seqlab train --resume "
-            f"{self.run_dir} train.lr=<lower>"
-        )
+        good = self.last_good_checkpoint()
+        if good is not None:
+            advice = (
+                f"last good checkpoint: {good}. Lower the learning rate (or set "
+                f"train.grad_clip) and continue from that checkpoint: seqlab train --resume "
+                f"{self.run_dir} train.lr=<lower>"
+            )
+        elif self.rundir.pointer("latest") is None:
+            advice = (
+                "no checkpoint was written yet. Start again with a lower train.lr (or set "
+                "train.grad_clip)"
+            )
+        else:
+            advice = (
+                "no good checkpoint to resume from (the latest one's validation is not finite). "
+                "Start a new run with a lower train.lr (or set train.grad_clip)"
+            )
+        raise TrainingDiverged(f"{what} {stopped}; {advice}")
+
+    def last_good_checkpoint(self) -> Path | None:
+        """The checkpoint ``--resume`` continues from (the latest), if its validation metrics
+        were finite (or it was not validated: a checkpoint's weights are always finite)."""
+        latest = self.rundir.pointer("latest")
+        if latest is None:
+            return None
+        path = self.rundir.step_dir(latest)
+        try:
+            meta = read_json(path / "meta.json")
+        except CheckpointError:
+            return None  # unreadable: resuming from it would fail
+        history = meta.get("history") if isinstance(meta, dict) else None
+        for record in history if isinstance(history, list) else []:
+            bad = isinstance(record, dict) and _non_finite(record, self.select.metric)
+            if bad and record.get("step") == latest:
+                return None
+        return path
 
     @contextlib.contextmanager
     def _ctrl_c_after_step(self) -> Iterator[None]:
@@ -374,7 +385,7 @@ class Trainer:
         try:
             yield
         except KeyboardInterrupt:
-            latest = ckpt.pointer(self.run_dir, "latest")
+            latest = self.rundir.pointer("latest")
             lost = f"the steps since step {latest}" if latest is not None else "all steps"
             raise TrainingInterrupted(
                 f"aborted at step {self.pos.step}; {lost} are lost. "
@@ -386,7 +397,7 @@ class Trainer:
     def interrupted(self) -> None:
         """Save a checkpoint at the step just finished (all processes), then stop and say how to
         resume. The position, RNG and carried state are those after the step: resume is exact."""
-        if ckpt.pointer(self.run_dir, "latest") != self.pos.step:
+        if self.rundir.pointer("latest") != self.pos.step:
             self.save_checkpoint(is_best=False)
         raise TrainingInterrupted(
             f"interrupted; saved a checkpoint at step {self.pos.step}. "
@@ -407,8 +418,19 @@ class Trainer:
         """Evaluate (rank 0), save a checkpoint, and decide on early stopping (all ranks)."""
         record: dict[str, Any] = {"step": self.pos.step, "epoch": self.pos.epoch}
         is_best = self.evaluate_fn is None
+        bad: list[str] = []
         if dist.is_main() and self.evaluate_fn is not None:
             record.update(self.evaluate())
+            bad = _non_finite(record, self.select.metric)
+        if dist.broadcast_flag(bool(bad)):
+            # the weights give NaN/inf: never a best or a checkpoint to resume from
+            for cb in self.callbacks:
+                cb.on_eval(self, {**record, "best": self.pos.best})
+            self.diverged(
+                "validation " + ", ".join(f"{k} = {record[k]}" for k in bad),
+                f"at step {self.pos.step} (epoch {self.pos.epoch}); this checkpoint was not saved",
+            )
+        if dist.is_main() and self.evaluate_fn is not None:
             value = record.get(self.select.metric)
             if self.select.better(value, self.pos.best):
                 self.pos.best, self.pos.evals_since_best, is_best = float(value), 0, True
@@ -432,12 +454,10 @@ class Trainer:
     def average_last(self, n: int) -> dict[str, Any]:
         """Average the last ``n`` kept checkpoints (Vaswani et al. 2017, §6.1); keep the result
         as a new checkpoint, the best one, if it evaluates better than the best so far."""
-        steps = ckpt.list_steps(self.run_dir)[-n:]
+        steps = self.rundir.steps()[-n:]
         if len(steps) < 2:
             return {"skipped": f"only {len(steps)} checkpoint(s) kept; raise train.keep_last"}
-        state = ckpt.average_checkpoints(
-            [ckpt.checkpoint_dir(self.run_dir) / ckpt.step_name(s) for s in steps]
-        )
+        state = ckpt.average_checkpoints([self.rundir.step_dir(s) for s in steps])
         self.model.load_state_dict(state)
         metrics: dict[str, Any] = {}
         better = False
@@ -496,23 +516,23 @@ class Trainer:
 
     def restore(self, path: Path) -> None:
         """Continue from the checkpoint at ``path`` (same processes, same accumulation)."""
-        meta = ckpt.read_meta(path)
+        meta = read_meta(path)
         for key, mine in (("world_size", self.world), ("accumulate", self.cfg.accumulate)):
             if meta.get(key, 1) != mine:
-                raise ckpt.CheckpointError(
+                raise CheckpointError(
                     f"{path} was written with {key}={meta.get(key, 1)}; resume with the same "
                     f"(this run has {mine}) so that the minibatches line up"
                 )
-        ckpt.load_model_weights(self.model, path)
+        load_model_weights(self.model, path)
         opt_state = ckpt.unflatten_tensors(
-            meta["optimizer"], ckpt.load_safetensors(path / "optimizer.safetensors")
+            meta["optimizer"], load_safetensors(path / "optimizer.safetensors")
         )
         self.optimizer.load_state_dict(opt_state)
         self.schedule.load_state_dict(meta["schedule"])
         if self.plateau is not None and meta.get("plateau"):
             self.plateau.load_state_dict(meta["plateau"])
         rank_state = ckpt.unflatten_tensors(
-            meta["rank_state"], ckpt.load_safetensors(path / f"rank{self.rank}.safetensors")
+            meta["rank_state"], load_safetensors(path / f"rank{self.rank}.safetensors")
         )
         ckpt.set_torch_rng_state(rank_state["rng"])
         self.carry = dist.to_device(rank_state["carry"], self.device)
@@ -537,6 +557,15 @@ class Trainer:
                 "train.early_stopping_patience) on the --resume command, e.g. "
                 f"seqlab train --resume {self.run_dir} train.epochs={self.cfg.epochs * 2}"
             )
+
+
+def _non_finite(record: dict[str, Any], metric: str) -> list[str]:
+    """The validation loss and the selection metric of ``record`` that are NaN or infinite (or
+    missing as ``null``, how a non-finite value is stored)."""
+    keys = [k for k in dict.fromkeys(("val_loss", metric)) if k in record]
+    return [
+        k for k in keys if not (isinstance(record[k], int | float) and math.isfinite(record[k]))
+    ]
 
 
 def resolve_device(name: str) -> torch.device:

@@ -1,0 +1,94 @@
+"""Renamed names: the one table of old option values, and old keyword arguments kept working.
+
+Option values are named by what they compute. Values renamed since a configuration may have been
+written (a YAML in a user's hands, a trained run's ``config.yaml``) still load: the old value is
+replaced by the new one with one warning per process,
+``model.cell=<old> is deprecated; use model.cell=<new>``, which the command line prints as
+``seqlab: warning: …``. :data:`RENAMED_VALUES` is the only place the old values are written.
+
+Keyword arguments renamed to the package's one name per concept (PyTorch's where it has one:
+``need_weights``, ``lengths``) keep their old spelling through :func:`renamed_kwargs`, with a
+:class:`DeprecationWarning`.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+
+class SeqlabDeprecationWarning(FutureWarning):
+    """An old option value or name was used; shown to users (a ``FutureWarning``, which Python
+    displays by default, unlike ``DeprecationWarning``)."""
+
+
+#: ``section.key`` -> {old value: new value}
+RENAMED_VALUES: dict[str, dict[str, str]] = {
+    "model.cell": {"gru_notes": "gru_reset_before", "gated_rnn": "output_gated_rnn"},
+    "model.decoder": {"paper": "maxout", "d2l": "linear"},
+}
+
+_warned: set[tuple[str, str]] = set()
+
+
+def renamed_value(key: str, value: Any) -> Any:
+    """The current name for ``value`` of option ``key`` (``"model.cell"``); an old name is
+    replaced, with one warning per (key, value) and process. Anything else is returned as is."""
+    renames = RENAMED_VALUES.get(key, {})
+    if not isinstance(value, str) or value not in renames:
+        return value
+    new = renames[value]
+    if (key, value) not in _warned:
+        _warned.add((key, value))
+        warnings.warn(
+            f"{key}={value} is deprecated; use {key}={new}", SeqlabDeprecationWarning, stacklevel=2
+        )
+    return new
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def renamed_attribute(old: str, new: str) -> property:
+    """A read-only property ``old`` that returns attribute ``new``, with a ``DeprecationWarning``
+    (for ``Batch.src_len`` -> ``Batch.src_lengths`` and the like)."""
+
+    def get(self: Any) -> Any:
+        warnings.warn(
+            f"{type(self).__name__}.{old} is deprecated; use .{new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self, new)
+
+    return property(get, doc=f"Deprecated name of ``{new}``.")
+
+
+def renamed_kwargs(**renames: str) -> Callable[[F], F]:
+    """Accept each old keyword (``old="new"``) as the new one, with a ``DeprecationWarning``.
+
+    Passing both spellings is a ``TypeError``, as passing one keyword twice is.
+    """
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(
+                            f"{func.__qualname__}() got both {old}= (deprecated) and {new}="
+                        )
+                    warnings.warn(
+                        f"{func.__qualname__}({old}=...) is deprecated; use {new}=",
+                        DeprecationWarning,
+                        stacklevel=2,
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

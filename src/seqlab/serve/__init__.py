@@ -1,0 +1,26 @@
+"""``seqlab serve``: trained run directories behind an HTTP API, and a page that shows what each
+model does (its output, token probabilities and attention).
+
+- :mod:`seqlab.serve.app`: the FastAPI application (:func:`create_app`, :func:`load_models`);
+- :mod:`seqlab.serve.schemas`: request and response models (the OpenAPI schema);
+- :mod:`seqlab.serve.handlers`: the task-specific glue, one handler per task;
+- :mod:`seqlab.serve.batching`: micro-batching on a worker thread, with a bounded queue;
+- :mod:`seqlab.serve.limits`: the named per-request limits;
+- ``static/``: the page (HTML, JavaScript and CSS; no CDN, no build step).
+
+Needs the ``serve`` extra: ``pip install 'seqlab[serve]'`` (FastAPI and uvicorn).
+"""
+
+from __future__ import annotations
+
+from seqlab.serve.limits import Limits
+
+__all__ = ["Limits", "create_app", "load_models"]
+
+
+def __getattr__(name: str):  # the app (and FastAPI) only when asked for
+    if name in ("create_app", "load_models"):
+        from seqlab.serve import app
+
+        return getattr(app, name)
+    raise AttributeError(name)

@@ -1,0 +1,173 @@
+"""Micro-batching: requests from different clients decoded together, off the event loop.
+
+Each model has one :class:`Batcher`: a bounded queue and one worker thread. A request handler
+(on the asyncio event loop) puts a :class:`Job` in the queue and awaits its future; the worker
+takes the first job waiting, then keeps taking jobs for up to ``batch_wait_ms`` milliseconds or
+until ``max_batch`` texts are gathered, runs them as one batch (the model's handler groups them
+by decoding options) and hands each job its own result back on the event loop. The event loop
+never runs a model, so ``/health`` answers while a long batch runs; PyTorch releases the GIL
+inside its operators, so the loop keeps serving.
+
+A full queue refuses new jobs at once (:class:`QueueFull`, answered 503 with ``Retry-After``)
+rather than letting clients wait without bound; a job whose client stopped waiting (its time
+limit passed) is skipped if it has not started. Closing the batcher lets the worker finish every
+job already queued, then stops it.
+
+This replaces the one-request-at-a-time lock of OpenNMT-py's REST server, whose clients queue
+behind each other's whole translations; batching is what makes the server's sentences per
+second approach offline batch translation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class QueueFull(Exception):
+    """The model's queue holds ``max_queue`` jobs already."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's work: its payload, its size in texts, and where its answer goes.
+
+    ``cancelled`` is set when the client stopped waiting: the worker skips the job if it has not
+    started, and a streaming job stops at its next token.
+    """
+
+    payload: Any
+    size: int
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+def _settle(future: asyncio.Future[Any], result: Any) -> None:
+    if future.done():  # the client gave up (time limit): nobody is waiting
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
+
+
+class Batcher:
+    """A bounded queue of jobs and the worker thread that runs them in batches.
+
+    Args:
+        name: for the thread's name.
+        run: called on the worker thread with a batch of jobs; returns one result (or an
+            exception, given to that job alone) per job, in order. An exception raised by
+            ``run`` goes to every job of the batch.
+        max_batch: texts per batch (a single larger job still runs, alone).
+        wait_s: how long a batch waits for more jobs after its first.
+        max_queue: jobs waiting; :meth:`submit` raises :class:`QueueFull` beyond it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        run: Callable[[Sequence[Job]], Sequence[Any]],
+        *,
+        max_batch: int,
+        wait_s: float,
+        max_queue: int,
+    ) -> None:
+        self.name, self._run = name, run
+        self.max_batch, self.wait_s = max_batch, wait_s
+        self._queue: queue.Queue[Job | None] = queue.Queue(max_queue)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.batches = 0  # batches run so far (for tests and /health)
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting (not yet taken by the worker)."""
+        return self._queue.qsize()
+
+    def submit(self, payload: Any, size: int = 1) -> Job:
+        """Queue a job from the running event loop; await ``job.future`` for its result.
+
+        Raises:
+            QueueFull: ``max_queue`` jobs are waiting already.
+            RuntimeError: the batcher is closed (the server is shutting down).
+        """
+        loop = asyncio.get_running_loop()
+        job = Job(payload, max(size, 1), loop, loop.create_future())
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the server is shutting down")
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._work, name=f"seqlab-serve-{self.name}", daemon=True
+                )
+                self._thread.start()
+            try:
+                self._queue.put_nowait(job)
+            except queue.Full:
+                raise QueueFull(self.name) from None
+        return job
+
+    def close(self, timeout: float | None = None) -> None:
+        """Refuse new jobs, let the worker finish the queued ones, and stop it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        if thread is None:
+            return
+        self._queue.put(None)  # after every queued job; blocks while the queue is full
+        thread.join(timeout)
+
+    # ------------------------------------------------------------------ worker thread
+    def _work(self) -> None:
+        carried: Job | None = None  # a job that did not fit the previous batch
+        stop = False
+        while not stop:
+            first = carried if carried is not None else self._queue.get()
+            carried = None
+            if first is None:
+                break
+            batch, texts = [first], first.size
+            deadline = time.monotonic() + self.wait_s
+            while texts < self.max_batch:
+                remaining = deadline - time.monotonic()
+                try:
+                    if remaining > 0:
+                        job = self._queue.get(timeout=remaining)
+                    else:  # past the wait: only what is queued already
+                        job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:  # close(): run this batch, then stop
+                    stop = True
+                    break
+                if texts + job.size > self.max_batch:
+                    carried = job
+                    break
+                batch.append(job)
+                texts += job.size
+            live = [job for job in batch if not job.cancelled.is_set()]
+            if live:
+                self._run_batch(live)
+
+    def _run_batch(self, batch: list[Job]) -> None:
+        try:
+            results = list(self._run(batch))
+            if len(results) != len(batch):
+                raise RuntimeError(f"{len(results)} results for {len(batch)} jobs")
+        except Exception as exc:  # noqa: BLE001 - every job learns of it
+            results = [exc] * len(batch)
+        self.batches += 1
+        for job, result in zip(batch, results, strict=True):
+            with contextlib.suppress(RuntimeError):  # a closed event loop: nobody to answer
+                job.loop.call_soon_threadsafe(_settle, job.future, result)

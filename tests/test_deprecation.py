@@ -1,0 +1,163 @@
+"""Renamed option values and keyword arguments: the old names keep working, with one warning."""
+
+import warnings
+
+import pytest
+import yaml
+
+from conftest import run_offline
+from seqlab import deprecation
+from seqlab.config import config_from_dict, save_config
+from seqlab.deprecation import RENAMED_VALUES, SeqlabDeprecationWarning, renamed_kwargs
+from seqlab.models import build_model
+from seqlab.models.bahdanau import Bahdanau, BahdanauD2L
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings(monkeypatch):
+    """Each test sees the first use of an old name (the warning is once per process)."""
+    monkeypatch.setattr(deprecation, "_warned", set())
+
+
+def _lm(cell):
+    return {
+        "data": {"dataset": "timemachine"},
+        "model": {"arch": "rnn_lm", "cell": cell, "backend": "scratch"},
+    }
+
+
+def _bahdanau(decoder):
+    return {"data": {"dataset": "fra-eng"}, "model": {"arch": "bahdanau", "decoder": decoder}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "old", "new"),
+    [
+        (_lm("gru_notes"), "cell", "gru_notes", "gru_reset_before"),
+        (_lm("gated_rnn"), "cell", "gated_rnn", "output_gated_rnn"),
+        (_bahdanau("paper"), "decoder", "paper", "maxout"),
+        (_bahdanau("d2l"), "decoder", "d2l", "linear"),
+    ],
+)
+def test_an_old_value_loads_as_the_new_one_with_one_warning(raw, key, old, new):
+    with pytest.warns(SeqlabDeprecationWarning) as record:
+        cfg = config_from_dict(raw)
+    assert getattr(cfg.model, key) == new
+    messages = [str(w.message) for w in record if w.category is SeqlabDeprecationWarning]
+    assert messages == [f"model.{key}={old} is deprecated; use model.{key}={new}"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second use in the same process is silent
+        assert getattr(config_from_dict(raw).model, key) == new
+
+
+def test_the_old_decoder_names_build_the_models_they_always_built():
+    with pytest.warns(SeqlabDeprecationWarning):
+        paper = config_from_dict(_bahdanau("paper")).model
+        d2l = config_from_dict(_bahdanau("d2l")).model
+    assert type(build_model(paper, src_vocab_size=7, tgt_vocab_size=7)) is Bahdanau
+    assert type(build_model(d2l, src_vocab_size=7, tgt_vocab_size=7)) is BahdanauD2L
+
+
+def test_a_run_config_written_with_an_old_name_is_saved_with_the_new_one(tmp_path):
+    with pytest.warns(SeqlabDeprecationWarning):
+        cfg = config_from_dict(_lm("gru_notes"))
+    save_config(cfg, tmp_path / "config.yaml")
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert saved["model"]["cell"] == "gru_reset_before"
+
+
+def test_new_names_load_silently_and_unknown_ones_still_fail():
+    from seqlab.errors import ConfigError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for new in RENAMED_VALUES["model.cell"].values():
+            assert config_from_dict(_lm(new)).model.cell == new
+        for new in RENAMED_VALUES["model.decoder"].values():
+            assert config_from_dict(_bahdanau(new)).model.decoder == new
+    with pytest.raises(ConfigError, match="gru_reset_before"):
+        config_from_dict(_lm("gru_typo"))
+
+
+def test_the_command_line_prints_the_deprecation_once(tmp_path):
+    """Through an override, as a user's old command line would say it; the run then stops at the
+    missing data, after the config was read."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = run_offline(
+        [
+            "train",
+            "configs/timemachine-char-rnn.yaml",
+            "model.cell=gru_notes",
+            "model.backend=scratch",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        empty,
+    )
+    lines = out.stderr.splitlines()
+    expected = (
+        "seqlab: warning: model.cell=gru_notes is deprecated; use model.cell=gru_reset_before"
+    )
+    assert lines.count(expected) == 1, out.stderr
+    assert out.returncode == 2 and "seqlab: error:" in out.stderr
+
+
+def test_renamed_kwargs_accepts_the_old_keyword_with_a_deprecation_warning():
+    @renamed_kwargs(need_attention="need_weights")
+    def f(x, *, need_weights=False):
+        return x, need_weights
+
+    assert f(1, need_weights=True) == (1, True)
+    with pytest.warns(DeprecationWarning, match=r"f\(need_attention=...\) is deprecated"):
+        assert f(1, need_attention=True) == (1, True)
+    with pytest.raises(TypeError, match="both need_attention"):
+        f(1, need_attention=True, need_weights=True)
+
+
+def test_old_keyword_spellings_of_the_python_api_give_the_same_results():
+    """need_attention / return_attention -> need_weights; valid_lens / src_len -> lengths."""
+    import torch
+
+    from conftest import make_encoder_decoder, random_translation_batch
+    from seqlab.models.search import beam_search, greedy_search
+    from seqlab.nn.attention import masked_softmax
+    from seqlab.nn.transformer import Decoder, Encoder
+
+    scores, lens = torch.randn(2, 3, 5), torch.tensor([2, 5])
+    with pytest.warns(DeprecationWarning, match="valid_lens="):
+        old = masked_softmax(scores, valid_lens=lens)
+    torch.testing.assert_close(old, masked_softmax(scores, lengths=lens))
+
+    enc = Encoder(9, d_model=8, num_heads=2, num_layers=1, d_ff=16).eval()
+    dec = Decoder(9, d_model=8, num_heads=2, num_layers=1, d_ff=16).eval()
+    src, tgt = torch.randint(4, 9, (2, 5)), torch.randint(4, 9, (2, 4))
+    with pytest.warns(DeprecationWarning, match="is deprecated"):
+        memory, old_w = enc(src, valid_lens=lens, return_attention=True)
+    new_memory, new_w = enc(src, lengths=lens, need_weights=True)
+    torch.testing.assert_close(memory, new_memory)
+    torch.testing.assert_close(old_w, new_w)
+    with pytest.warns(DeprecationWarning, match="is deprecated"):
+        old_out = dec(tgt, memory, memory_valid_lens=lens, return_attention=True)
+    new_out = dec(tgt, memory, memory_lengths=lens, need_weights=True)
+    torch.testing.assert_close(old_out.hidden, new_out.hidden)
+    torch.testing.assert_close(old_out.cross_attention, new_out.cross_attention)
+
+    model = make_encoder_decoder("bahdanau-1").eval()
+    batch = random_translation_batch()
+    with pytest.warns(DeprecationWarning, match="src_len"):
+        assert batch.src_len is batch.src_lengths
+    memory = model.encode(batch.src, batch.src_lengths)
+    with pytest.warns(DeprecationWarning, match="need_attention"):
+        _, old_w = model.decode(memory, batch.tgt_in, need_attention=True)
+    torch.testing.assert_close(old_w, model.decode(memory, batch.tgt_in, need_weights=True)[1])
+
+    def best(found):  # greedy: one Hypothesis per sentence; beam: an n-best list per sentence
+        return found[0][0] if isinstance(found[0], list) else found[0]
+
+    for search in (greedy_search, beam_search):
+        with pytest.warns(DeprecationWarning, match="is deprecated"):
+            old = best(search(model, batch.src, src_len=batch.src_lengths, need_attention=True))
+        new = best(search(model, batch.src, src_lengths=batch.src_lengths, need_weights=True))
+        assert old.tokens == new.tokens
+        torch.testing.assert_close(old.attention, new.attention)

@@ -1,0 +1,643 @@
+"""``seqlab serve`` through its ASGI interface, as a client sees it: every route, every limit,
+bad inputs, keys, CORS, batching under concurrency, streaming, a full queue, time limits, and a
+real server process stopped by SIGTERM."""
+
+import asyncio
+import base64
+import io
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+import httpx  # noqa: E402
+
+with warnings.catch_warnings():  # newer Starlette prefers httpx2 for its test client
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from fastapi.testclient import TestClient
+
+import seqlab  # noqa: E402
+from seqlab.serve import Limits, create_app  # noqa: E402
+
+TASKS = {
+    "mt": "translation",
+    "bahdanau": "translation",
+    "seq2seq": "translation",
+    "cls": "classification",
+    "vit": "classification",
+    "lm": "language_modeling",
+    "lm-transformer": "language_modeling",
+    "fc": "forecasting",
+}
+DATES = ["saturday 9 may 1998", "09/05/98", "May 9, 1998", "1 jan 2001", "12.11.1999"]
+
+
+@pytest.fixture(scope="module")
+def models(tiny_runs):
+    return {name: seqlab.load(tiny_runs[name]) for name in TASKS}
+
+
+def client(models, **options):
+    """A test client of an app over ``models`` (seqlab's own engine unless asked)."""
+    options.setdefault("engine", "seqlab")
+    return TestClient(create_app(models, **options), raise_server_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def api(models):
+    with client(models) as c:
+        yield c
+
+
+def png(array):
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def digit(size=28):
+    import numpy as np
+
+    x = np.zeros((size, size), dtype=np.uint8)
+    x[6:14, 6:14] = 255
+    return x
+
+
+# ----------------------------------------------------------------------------- the routes
+def test_health_and_models_describe_every_run(api, models):
+    health = api.get("/health")
+    assert health.status_code == 200
+    assert health.json() == {
+        "status": "ok",
+        "models": len(TASKS),
+        "queued": dict.fromkeys(TASKS, 0),
+    }
+    infos = {m["name"]: m for m in api.get("/models").json()["models"]}
+    assert {n: m["task"] for n, m in infos.items()} == TASKS
+    for name, m in infos.items():
+        params = {id(p): p.numel() for p in models[name].model.parameters()}
+        assert m["parameters"] == sum(params.values())
+        assert m["arch"] == models[name].cfg.model.arch
+        assert m["checkpoint_step"] == models[name].run.meta["step"]
+        assert m["metrics"] and all(k.startswith("val_") for k in m["metrics"])
+    assert infos["mt"]["attention"] == ["cross", "encoder", "decoder", "alignment"]
+    assert infos["bahdanau"]["attention"] == ["alignment"]
+    assert infos["seq2seq"]["attention"] == []
+    assert infos["cls"]["labels"] == models["cls"].labels and infos["cls"]["attention"] == ["self"]
+    assert infos["vit"]["input"] == "image" and infos["vit"]["attention"] == ["self", "rollout"]
+    assert infos["vit"]["image_size"] == 28 and infos["fc"]["window"] == 4
+    assert {m["engine"] for m in infos.values()} == {"seqlab"}
+
+
+def test_translate_gives_the_predictors_translations_and_nbest(api, models):
+    mt = models["mt"]
+    r = api.post("/translate", json={"model": "mt", "text": DATES})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["model"] == "mt" and body["engine"] == "seqlab"
+    assert [t["text"] for t in body["translations"]] == mt.translate(DATES)
+    r = api.post("/translate", json={"model": "mt", "text": DATES[0], "beam": 3, "nbest": 2})
+    (t,) = r.json()["translations"]
+    (hyps,) = mt.hypotheses([DATES[0]], beam=3, nbest=2)
+    assert [h["text"] for h in t["hypotheses"]] == [mt.detokenize(h.tokens) for h in hyps]
+    assert [h["score"] for h in t["hypotheses"]] == pytest.approx([h.score for h in hyps])
+    assert t["text"] == t["hypotheses"][0]["text"] and t["detail"] is None
+
+
+def _rows_sum_to_one(layers):
+    for layer in layers:
+        for head in layer:
+            for row in head:
+                assert sum(row) == pytest.approx(1.0, abs=2e-3)
+
+
+def test_transformer_attention_every_layer_and_head(api, models):
+    mt = models["mt"]
+    r = api.post("/translate", json={"model": "mt", "text": DATES[1], "attention": True})
+    (t,) = r.json()["translations"]
+    d = t["detail"]
+    (hyp,) = mt.hypotheses([DATES[1]])[0]
+    S, T = len(mt.source_ids(DATES[1])), len(hyp.tokens) + 1
+    cfg = mt.cfg.model
+    assert len(d["source_tokens"]) == S and d["source_tokens"][-1] == "<eos>"
+    assert d["target_tokens"][-1] == "<eos>" and len(d["target_tokens"]) == T
+    assert d["target_inputs"][0] == "<bos>" and d["target_inputs"][1:] == d["target_tokens"][:-1]
+    shapes = {
+        "encoder": (cfg.encoder_layers, cfg.num_heads, S, S),
+        "decoder": (cfg.decoder_layers, cfg.num_heads, T, T),
+        "cross": (cfg.decoder_layers, cfg.num_heads, T, S),
+    }
+    for kind, shape in shapes.items():
+        assert tuple(torch.tensor(d[kind]).shape) == shape, kind
+        _rows_sum_to_one(d[kind])
+    decoder = torch.tensor(d["decoder"])  # causal: no weight on later positions
+    assert decoder.triu(diagonal=1).abs().max() == 0
+    # the teacher-forced pass agrees with the search: the same log-probability in total
+    assert sum(d["log_probs"]) == pytest.approx(hyp.log_prob, abs=1e-4)
+    assert all(lp <= 0 for lp in d["log_probs"])
+    # the alignment is the last layer's cross-attention averaged over heads, as decode() gives
+    torch.testing.assert_close(
+        torch.tensor(d["alignment"]), torch.tensor(d["cross"][-1]).mean(0), atol=2e-4, rtol=0
+    )
+    assert t["text"] == mt.translate([DATES[1]])[0]
+
+
+def test_rnn_alignment_and_a_model_without_attention(api, models):
+    r = api.post("/translate", json={"model": "bahdanau", "text": DATES[:2], "attention": True})
+    assert r.status_code == 200, r.text
+    found = models["bahdanau"].hypotheses(DATES[:2])
+    for t, hyps in zip(r.json()["translations"], found, strict=True):
+        d = t["detail"]
+        assert d["cross"] is None and d["encoder"] is None and d["decoder"] is None
+        assert len(d["alignment"]) == len(d["target_tokens"]) == len(hyps[0].tokens) + 1
+        _rows_sum_to_one([[d["alignment"]]])
+        assert sum(d["log_probs"]) == pytest.approx(hyps[0].log_prob, abs=1e-4)
+    r = api.post("/translate", json={"model": "seq2seq", "text": "x", "attention": True})
+    assert r.status_code == 422 and "no attention over the source" in r.json()["error"]
+    r = api.post("/translate", json={"model": "seq2seq", "text": DATES[0]})
+    assert r.json()["translations"][0]["text"] == models["seq2seq"].translate(DATES[:1])[0]
+
+
+def test_classify_texts_with_attention(api, models):
+    cls = models["cls"]
+    texts = ["a great story", "an awful film", "loved it"]
+    r = api.post("/classify", json={"model": "cls", "text": texts, "attention": True})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert [(x["label"], x["probability"]) for x in results] == [
+        (label, pytest.approx(p, abs=1e-6)) for label, p in cls.classify(texts)
+    ]
+    for text, x in zip(texts, results, strict=True):
+        assert sum(x["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+        names, weights = cls.attention(text)
+        a = x["attention"]
+        assert a["tokens"] == names and a["rollout"] is None
+        assert tuple(torch.tensor(a["layers"]).shape) == (len(weights), *weights[0].shape)
+        _rows_sum_to_one(a["layers"])
+    r = api.post("/classify", json={"model": "cls", "image": png(digit())})
+    assert r.status_code == 422 and "classifies text" in r.json()["error"]
+
+
+def test_classify_an_uploaded_image_with_rollout(api, models):
+    from seqlab.data.images import load_image
+
+    vit = models["vit"]
+    image = png(digit())
+    for sent in (image, "data:image/png;base64," + image):
+        r = api.post("/classify", json={"model": "vit", "image": sent, "attention": True})
+        assert r.status_code == 200, r.text
+        (x,) = r.json()["results"]
+        pixels, _ = load_image(io.BytesIO(base64.b64decode(image)), 28, 1)
+        probs = vit.probabilities(pixels[None])[0]
+        assert x["probabilities"] == {
+            lab: pytest.approx(float(p), abs=1e-6) for lab, p in zip(vit.labels, probs, strict=True)
+        }
+        a = x["attention"]
+        assert len(a["tokens"]) == 17 and a["tokens"][0] == "[CLS]"  # 4 × 4 patches of 7 × 7
+        assert tuple(torch.tensor(a["rollout"]).shape) == (4, 4)
+        assert 0 < sum(map(sum, a["rollout"])) <= 1.0 + 1e-3
+    big = png(digit(56))  # resized to the model's 28 × 28, and said so
+    r = api.post("/classify", json={"model": "vit", "image": [big]})
+    assert r.status_code == 200 and "56×56 → 28×28" in r.json()["results"][0]["notes"][0]
+    for bad, message in [
+        ("not base64!", "not valid base64"),
+        (base64.b64encode(b"plain text, not a picture").decode(), "not an image file"),
+        ("data:image/png,abc", "must be base64"),
+    ]:
+        r = api.post("/classify", json={"model": "vit", "image": bad})
+        assert r.status_code == 422 and message in r.json()["error"], r.text
+    r = api.post("/classify", json={"model": "vit", "text": "a digit"})
+    assert r.status_code == 422 and "classifies images" in r.json()["error"]
+
+
+@pytest.mark.parametrize("name", ["lm", "lm-transformer"])
+def test_generate_gives_the_predictors_text(api, models, name):
+    lm = models[name]
+    cases = [
+        {"prefix": "the time", "tokens": 30},  # the run's decoding (greedy)
+        {"prefix": "the time", "tokens": 30, "temperature": 0.8, "seed": 3},
+        {"prefix": "", "tokens": 10, "top_k": 3, "seed": 1},
+    ]
+    for case in cases:
+        r = api.post("/generate", json={"model": name, **case})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        options = {k: case[k] for k in ("temperature", "top_k", "seed") if k in case}
+        assert body["text"] == lm.generate(case["prefix"], case["tokens"], **options)
+        assert len(body["tokens"]) == case["tokens"]
+
+
+def _events(text):
+    out = []
+    for chunk in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in chunk.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+def test_generate_streams_server_sent_events(api):
+    request = {"model": "lm", "prefix": "the time", "tokens": 40, "temperature": 0.9, "seed": 2}
+    whole = api.post("/generate", json=request).json()
+    with api.stream("POST", "/generate", json={**request, "stream": True}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = _events(r.read().decode())
+    tokens = [data for kind, data in events if kind == "token"]
+    assert [t["index"] for t in tokens] == list(range(1, 41))
+    assert [t["token"] for t in tokens] == whole["tokens"]
+    assert "the time" + "".join(t["text"] for t in tokens) == whole["text"]
+    assert events[-1] == ("done", whole)
+
+
+def test_forecast_from_values_and_from_a_csv(api, models):
+    fc = models["fc"]
+    history = [math.sin(0.3 * t) for t in range(40)]
+    r = api.post("/forecast", json={"model": "fc", "history": history, "steps": 6})
+    assert r.status_code == 200, r.text
+    assert r.json()["forecast"] == pytest.approx(fc.forecast(history, 6), abs=1e-6)
+    csv = "month,value\n" + "".join(f"{t},{v}\n" for t, v in enumerate(history))
+    csv = csv.replace(f"3,{history[3]}", "3,")  # a missing value, interpolated
+    r = api.post("/forecast", json={"csv": csv, "missing": "interpolate", "steps": 3})
+    assert r.status_code == 200, r.text  # the only forecaster needs no name
+    read = r.json()["history"]
+    assert read[3] == pytest.approx((history[2] + history[4]) / 2)
+    assert r.json()["forecast"] == pytest.approx(fc.forecast(read, 3), abs=1e-6)
+    r = api.post("/forecast", json={"csv": csv, "steps": 3})
+    assert r.status_code == 422 and "csv:5: missing value in column 'value'" in r.json()["error"]
+    r = api.post("/forecast", json={"csv": "t,v\n1,2\n2,abc\n", "steps": 3})
+    assert r.status_code == 422 and "csv:3: 'abc'" in r.json()["error"]
+    r = api.post("/forecast", json={"history": [1.0, 2.0], "steps": 3})
+    assert r.status_code == 422 and "at least τ = 4 past values" in r.json()["error"]
+    r = api.post("/forecast", json={"history": history, "csv": csv, "steps": 3})
+    assert r.status_code == 422 and "either history" in r.json()["error"]
+    r = api.post(
+        "/forecast",
+        content=b'{"history": [1, 2, 3, NaN, 5], "steps": 2}',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422
+
+
+def test_the_page_and_the_api_schema(api):
+    page = api.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '<script src="/static/app.js">' in page.text
+    for name, kind in [("app.js", "javascript"), ("style.css", "text/css")]:
+        r = api.get(f"/static/{name}")
+        assert r.status_code == 200 and kind in r.headers["content-type"]
+        # no CDN, nothing fetched from elsewhere: the page works offline
+        assert "http://" not in r.text.replace("http://www.w3.org/2000/svg", "")
+        assert "https://" not in r.text
+    assert "https://" not in page.text and "http://" not in page.text
+    schema = api.get("/openapi.json").json()
+    assert {"/translate", "/classify", "/generate", "/forecast", "/models", "/health"} <= set(
+        schema["paths"]
+    )
+    assert api.get("/docs").status_code == 200
+
+
+# ------------------------------------------------------------------------------ bad input
+def test_bad_requests_are_json_errors_naming_the_problem(api):
+    cases = [
+        ("/translate", {"model": "nope", "text": "x"}, 404, "no model named 'nope'"),
+        ("/translate", {"text": "x"}, 404, "name the model: this server holds 3 translation"),
+        ("/translate", {"model": "lm", "text": "x"}, 422, "use POST /generate"),
+        ("/generate", {"model": "mt"}, 422, "use POST /translate"),
+        ("/translate", {"model": "mt", "text": ""}, 422, "text is empty"),
+        ("/translate", {"model": "mt", "text": ["a", " "]}, 422, "text 2 is empty"),
+        ("/translate", {"model": "mt", "text": []}, 422, "empty list"),
+        ("/translate", {"model": "mt"}, 422, "text: Field required"),
+        ("/translate", {"model": "mt", "text": 3}, 422, "valid string"),
+        ("/translate", {"model": "mt", "text": "x", "beam": "wide"}, 422, "beam: Input should"),
+        ("/translate", {"model": "mt", "text": "x", "beam": 0}, 422, "beam: Input should be"),
+        ("/translate", {"model": "mt", "text": "x", "beam": 2, "nbest": 3}, 422, "nbest 3 needs"),
+        ("/translate", {"model": "mt", "text": "x", "path": "/etc"}, 422, "path: Extra inputs"),
+        ("/classify", {"model": "cls"}, 422, "give text"),
+        ("/generate", {"model": "lm", "tokens": -1}, 422, "tokens: Input should be"),
+        ("/generate", {"model": "lm", "temperature": 0, "top_k": 2}, 422, "top_k applies"),
+        ("/forecast", {"model": "fc", "history": [1, 2, 3, 4, 5]}, 422, "steps: Field required"),
+    ]
+    for route, body, status, message in cases:
+        r = api.post(route, json=body)
+        assert r.status_code == status, (route, body, r.text)
+        assert r.headers["content-type"] == "application/json"
+        assert message in r.json()["error"], (route, body, r.json())
+    r = api.post("/translate", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "JSON" in r.json()["error"]
+    assert api.get("/nowhere").json() == {"error": "Not Found", "limit": None}
+    assert api.post("/health").status_code == 405 and "error" in api.post("/health").json()
+
+
+@pytest.fixture(scope="module")
+def small(models):
+    limits = Limits(
+        max_chars=20,
+        max_texts=2,
+        max_beam=3,
+        max_nbest=2,
+        max_tokens=5,
+        max_steps=3,
+        max_history=10,
+        max_upload_bytes=400,
+        max_image_pixels=40 * 40,
+        max_body_bytes=3000,
+    )
+    with client(models, limits=limits) as c:
+        yield c
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "status", "limit"),
+    [
+        ("/translate", {"model": "mt", "text": "x" * 21}, 413, "max_chars"),
+        ("/translate", {"model": "mt", "text": ["a", "b", "c"]}, 413, "max_texts"),
+        ("/translate", {"model": "mt", "text": "a", "beam": 4}, 422, "max_beam"),
+        ("/translate", {"model": "mt", "text": "a", "beam": 3, "nbest": 3}, 422, "max_nbest"),
+        ("/classify", {"model": "cls", "text": ["a", "b", "c"]}, 413, "max_texts"),
+        ("/classify", {"model": "vit", "image": "A" * 600}, 413, "max_upload_bytes"),
+        ("/classify", {"model": "vit", "image": png(digit(56))}, 413, "max_image_pixels"),
+        ("/generate", {"model": "lm", "tokens": 6}, 422, "max_tokens"),
+        ("/generate", {"model": "lm", "prefix": "p" * 21}, 413, "max_chars"),
+        ("/forecast", {"model": "fc", "history": [0.0] * 11, "steps": 1}, 413, "max_history"),
+        ("/forecast", {"model": "fc", "history": [0.0] * 5, "steps": 4}, 422, "max_steps"),
+        ("/forecast", {"model": "fc", "csv": "v\n" + "1\n" * 11, "steps": 1}, 413, "max_history"),
+        (
+            "/forecast",
+            {"model": "fc", "csv": "v\n" + "1\n" * 300, "steps": 1},
+            413,
+            "max_upload_bytes",
+        ),
+        ("/translate", {"model": "mt", "text": "x" * 4000}, 413, "max_body_bytes"),
+    ],
+)
+def test_every_limit_answers_with_its_name(small, route, body, status, limit):
+    r = small.post(route, json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["limit"] == limit and limit in r.json()["error"]
+
+
+def test_a_streamed_body_over_the_limit_is_refused(small):
+    chunks = (b" " * 1000 for _ in range(5))  # no Content-Length: counted as it arrives
+    r = small.post("/translate", content=chunks, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["limit"] == "max_body_bytes"
+    ok = small.post("/translate", json={"model": "mt", "text": "09/05/98"})
+    assert ok.status_code == 200
+
+
+# ----------------------------------------------------------------------- keys and CORS
+def test_api_key(models):
+    with client({"mt": models["mt"]}, api_key="s3cret") as c:
+        r = c.get("/models")
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert "Authorization: Bearer" in r.json()["error"]
+        body = {"text": "09/05/98"}
+        assert c.post("/translate", json=body).status_code == 401
+        bad = {"Authorization": "Bearer wrong"}
+        assert c.post("/translate", json=body, headers=bad).status_code == 401
+        good = {"Authorization": "Bearer s3cret"}
+        assert c.post("/translate", json=body, headers=good).status_code == 200
+        assert c.get("/models", headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert c.get("/health").status_code == 200 and c.get("/").status_code == 200
+
+
+def test_cors_is_off_unless_an_origin_is_given(models):
+    preflight = {
+        "Origin": "http://example.org",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    with client({"mt": models["mt"]}) as c:
+        r = c.options("/translate", headers=preflight)
+        assert "access-control-allow-origin" not in r.headers
+        r = c.post("/translate", json={"text": "1 jan 2001"}, headers={"Origin": "http://x.org"})
+        assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+    with client({"mt": models["mt"]}, cors=["http://example.org"]) as c:
+        r = c.options("/translate", headers=preflight)
+        assert r.headers["access-control-allow-origin"] == "http://example.org"
+        r = c.options("/translate", headers={**preflight, "Origin": "http://evil.org"})
+        assert r.headers.get("access-control-allow-origin") != "http://evil.org"
+
+
+# ---------------------------------------------------------------- concurrency and load
+def _same(a, b, where="response"):
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, abs=1e-4), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+async def _together(app, requests):
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        answers = await asyncio.gather(*(c.post(route, json=body) for route, body in requests))
+    return [(a.status_code, a.json()) for a in answers]
+
+
+def test_simultaneous_requests_are_batched_and_answer_as_one_by_one(models):
+    requests = []
+    for i in range(24):
+        text = [DATES[i % 5], DATES[(i + 2) % 5]] if i % 3 else DATES[i % 5]
+        body = {"model": "mt" if i % 4 else "bahdanau", "text": text}
+        if i % 5 == 1:
+            body["beam"] = 3
+        if i % 7 == 2:
+            body["attention"] = True
+        requests.append(("/translate", body))
+    requests += [("/classify", {"model": "cls", "text": t}) for t in ["loved it", "awful"]]
+    requests += [("/generate", {"model": "lm", "tokens": 8, "seed": s}) for s in range(3)]
+    app = create_app(models, engine="seqlab", limits=Limits(batch_wait_ms=50))
+    together = asyncio.run(_together(app, requests))
+    with client(models) as c:
+        alone = [(r.status_code, r.json()) for r in (c.post(u, json=b) for u, b in requests)]
+    assert [s for s, _ in together] == [200] * len(requests)
+    _same(together, alone)  # texts, labels and tokens equal; numbers up to padding's rounding
+    assert app.state.batchers["mt"].batches < sum(b["model"] == "mt" for _, b in requests)
+
+
+def _blocking(app, name):
+    """Make model ``name``'s batches wait for ``release``; ``started`` says one is running."""
+    handler = app.state.handlers[name]
+    started, release = threading.Event(), threading.Event()
+    run = handler.run
+
+    def slow(jobs):
+        started.set()
+        release.wait(10)
+        return run(jobs)
+
+    handler.run = slow
+    return started, release
+
+
+def test_health_answers_while_a_batch_runs(models):
+    app = create_app({"mt": models["mt"]}, engine="seqlab")
+    started, release = _blocking(app, "mt")
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            busy = asyncio.ensure_future(c.post("/translate", json={"text": "09/05/98"}))
+            while not started.is_set():
+                await asyncio.sleep(0.01)
+            t0 = time.monotonic()
+            health = await c.get("/health")
+            waited = time.monotonic() - t0
+            release.set()
+            return health, waited, await busy
+
+    health, waited, busy = asyncio.run(scenario())
+    assert health.status_code == 200 and waited < 1.0
+    assert busy.status_code == 200
+
+
+def test_a_full_queue_answers_503_with_retry_after(models):
+    limits = Limits(max_queue=1, max_batch=1, batch_wait_ms=0)
+    app = create_app({"mt": models["mt"]}, engine="seqlab", limits=limits)
+    started, release = _blocking(app, "mt")
+    batcher = app.state.batchers["mt"]
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            first = asyncio.ensure_future(c.post("/translate", json={"text": "09/05/98"}))
+            while not started.is_set():  # the worker holds the first request
+                await asyncio.sleep(0.01)
+            second = asyncio.ensure_future(c.post("/translate", json={"text": "1 jan 2001"}))
+            while batcher.queued < 1:  # the second waits in the queue, which is now full
+                await asyncio.sleep(0.01)
+            third = await c.post("/translate", json={"text": "May 9, 1998"})
+            release.set()
+            return third, await first, await second
+
+    third, first, second = asyncio.run(scenario())
+    assert third.status_code == 503 and third.headers["retry-after"] == "1"
+    assert third.json()["limit"] == "max_queue" and "queue of max_queue=1" in third.json()["error"]
+    assert first.status_code == 200 and second.status_code == 200
+
+
+def test_a_request_over_its_time_limit_answers_504(models):
+    limits = Limits(timeout_s=0.2)
+    app = create_app({"mt": models["mt"], "lm": models["lm"]}, engine="seqlab", limits=limits)
+    started, release = _blocking(app, "mt")
+    with TestClient(app) as c:
+        r = c.post("/translate", json={"text": "09/05/98"})
+        assert r.status_code == 504 and r.json()["limit"] == "timeout_s"
+        assert "timeout_s=0.2" in r.json()["error"]
+        release.set()
+        lm = app.state.handlers["lm"]
+        tokens = lm._tokens
+
+        def slow_tokens(ids, work):
+            for token in tokens(ids, work):
+                time.sleep(0.05)
+                yield token
+
+        lm._tokens = slow_tokens
+        with c.stream("POST", "/generate", json={"tokens": 100, "stream": True}) as s:
+            events = _events(s.read().decode())
+        assert 0 < len(events) - 1 < 100 and events[-1][0] == "error"
+        assert events[-1][1]["limit"] == "timeout_s"
+        lm._tokens = tokens
+        assert c.post("/translate", json={"text": "09/05/98"}).status_code == 200
+
+
+# ---------------------------------------------------------------------------- engines
+def test_transformer_runs_on_ctranslate2_when_installed(models):
+    pytest.importorskip("ctranslate2")
+    mt = models["mt"]
+    chosen = {"mt": mt, "bahdanau": models["bahdanau"]}
+    with client(chosen, engine="auto") as c:
+        infos = {m["name"]: m["engine"] for m in c.get("/models").json()["models"]}
+        assert infos == {"mt": "ctranslate2", "bahdanau": "seqlab"}
+        r = c.post("/translate", json={"model": "mt", "text": DATES}).json()
+        assert r["engine"] == "ctranslate2"
+        assert [t["text"] for t in r["translations"]] == mt.translate(DATES, engine="ctranslate2")
+        r = c.post("/translate", json={"model": "mt", "text": DATES[0], "attention": True}).json()
+        assert r["engine"] == "seqlab" and r["translations"][0]["detail"]["cross"]
+
+
+# ------------------------------------------------------------------ the command line
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_command_line_errors(tiny_runs, tmp_path, capsys):
+    from seqlab.cli import main
+
+    mt = str(tiny_runs["mt"])
+    cases = [
+        (["serve", str(tmp_path / "none")], "run directory not found"),
+        (["serve", mt, mt], "two run directories are named 'mt'"),
+        (["serve", f"a b={mt}"], "model name 'a b'"),
+        (["serve", mt, "--api-key-file", str(tmp_path / "key")], "--api-key-file"),
+        (["serve", mt, "--max-chars", "0"], "--max-chars 0: Input should be greater than 0"),
+        (["serve", mt, "--engine", "seqlab", "--quantize", "int8"], "--quantize applies"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", mt, "--port", str(port)]) == 2
+        assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_sigterm_finishes_the_requests_in_flight_and_exits(tiny_runs, tmp_path):
+    port = _free_port()
+    key = tmp_path / "key"
+    key.write_text("k3y\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SEQLAB_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "seqlab", "serve", f"words={tiny_runs['lm']}", "--quiet"]
+    argv += ["--port", str(port), "--api-key-file", str(key), "--max-tokens", "100000"]
+    server = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("the server did not start: " + server.stderr.read())
+        headers = {"Authorization": "Bearer k3y"}
+        body = {"model": "words", "tokens": 5000, "stream": True}
+        with httpx.stream("POST", f"{url}/generate", json=body, headers=headers, timeout=30) as r:
+            assert r.status_code == 200
+            lines = r.iter_lines()
+            assert next(lines) == "event: token"
+            server.send_signal(signal.SIGTERM)  # while the generation runs
+            rest = "\n".join(lines)
+        assert rest.count("event: token") == 5000 - 1 and "event: done" in rest
+        assert server.wait(timeout=30) == 0
+        assert "seqlab serve: stopped" in server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()

@@ -1,0 +1,156 @@
+"""Tiny trained run directories of every task, built on first use (a few steps each, on data the
+tests generate: written dates, a short text, labelled phrases, synthetic images, a sine wave).
+
+``TinyRuns(root)[name]`` trains run ``name`` once into ``root/name`` and returns its path; the
+``tiny_runs`` fixture (conftest.py) keeps one per test session.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from seqlab.config import config_from_dict
+from seqlab.experiment import train
+
+LM_TEXT = "the time traveller for so it will be convenient to speak of him was expounding. " * 30
+POS = ["a great film", "truly wonderful acting", "great fun", "a wonderful story", "loved it"]
+NEG = ["a dull film", "truly awful acting", "boring mess", "an awful story", "hated it"]
+STEPS = {"max_steps": 4, "eval_every": 4, "threads": 1, "log_every": 1000}
+DATES = {"dataset": "dates", "tokenizer": "char", "num_examples": 200, "val_examples": 8}
+
+
+def _configs(root: Path) -> dict[str, dict[str, Any]]:
+    return {
+        # translation: a Transformer (every layer's and head's attention) and Bahdanau (alignment)
+        "mt": {
+            "data": {**DATES, "max_len": 32},
+            "model": {
+                "arch": "transformer",
+                "d_model": 16,
+                "num_heads": 2,
+                "encoder_layers": 2,
+                "decoder_layers": 2,
+                "d_ff": 32,
+                "max_len": 48,
+                "dropout": 0.0,
+            },
+            "train": {**STEPS, "max_steps": 6},
+            "decode": {"max_len_a": 0.0, "max_len_b": 12},
+        },
+        "bahdanau": {
+            "data": DATES,
+            "model": {"arch": "bahdanau", "embed_dim": 8, "hidden_size": 16, "dropout": 0.0},
+            "train": STEPS,
+            "decode": {"max_len_a": 0.0, "max_len_b": 12},
+        },
+        "seq2seq": {
+            "data": DATES,
+            "model": {"arch": "seq2seq", "cell": "gru", "embed_dim": 8, "hidden_size": 16},
+            "train": STEPS,
+            "decode": {"max_len_a": 0.0, "max_len_b": 8},
+        },
+        "cls": {
+            "data": {
+                "dataset": "text-classification",
+                "path": str(root / "reviews.tsv"),
+                "tokenizer": "word",
+                "normalize": "none",
+                "batch_size": 8,
+            },
+            "model": {
+                "arch": "transformer_classifier",
+                "d_model": 16,
+                "num_heads": 2,
+                "d_ff": 32,
+                "num_layers": 2,
+                "dropout": 0.0,
+            },
+            "train": {**STEPS, "max_steps": 30, "eval_every": 30, "lr": 0.01},
+        },
+        "vit": {
+            "data": {"dataset": "mnist", "batch_size": 16, "num_examples": 64, "val_examples": 16},
+            "model": {
+                "arch": "vit",
+                "d_model": 16,
+                "num_heads": 2,
+                "d_ff": 32,
+                "num_layers": 2,
+                "patch_size": 7,
+            },
+            "train": STEPS,
+        },
+        "lm": {
+            "data": {
+                "dataset": "text",
+                "path": str(root / "corpus.txt"),
+                "batch_size": 4,
+                "num_steps": 10,
+            },
+            "model": {"arch": "rnn_lm", "cell": "gru", "embed_dim": 8, "hidden_size": 16},
+            "train": STEPS,
+        },
+        "lm-transformer": {
+            "data": {
+                "dataset": "text",
+                "path": str(root / "corpus.txt"),
+                "batch_size": 4,
+                "num_steps": 10,
+            },
+            "model": {
+                "arch": "transformer_lm",
+                "d_model": 16,
+                "num_heads": 2,
+                "num_layers": 1,
+                "d_ff": 32,
+                "max_len": 12,  # generation beyond it slides the window
+            },
+            "train": STEPS,
+        },
+        "fc": {
+            "data": {"dataset": "sine", "length": 200, "window": 4, "test_fraction": 0.2},
+            "model": {"arch": "ar", "hidden": 0},
+            "train": {"lr": 0.05, "epochs": 2, "log_every": 1000, "threads": 1},
+        },
+    }
+
+
+def _synthetic_images(cfg: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Stand-in for MNIST: a bright square whose position depends on the label."""
+    g = torch.Generator().manual_seed(0)
+
+    def split(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.randint(0, 10, (n,), generator=g)
+        x = 0.1 * torch.rand(n, 1, 28, 28, generator=g)
+        for i, label in enumerate(y.tolist()):
+            r, c = 2 * label, 2 * label
+            x[i, 0, r : r + 8, c : c + 8] = 1.0
+        return x, y
+
+    return {"train": split(64), "val": split(16), "test": split(16)}
+
+
+class TinyRuns:
+    """Run directories by name (see :func:`_configs`), each trained on first use."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "corpus.txt").write_text(LM_TEXT)
+        rows = [f"{s}\tpos" for s in POS] + [f"{s}\tneg" for s in NEG]
+        (root / "reviews.tsv").write_text("\n".join(rows * 4) + "\n")
+        self._configs = _configs(root)
+
+    def __getitem__(self, name: str) -> Path:
+        run_dir = self.root / name
+        if not (run_dir / "checkpoints").is_dir():
+            cfg = config_from_dict(self._configs[name])
+            with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
+                warnings.simplefilter("ignore")
+                patch.setattr("seqlab.tasks.classification.image_splits", _synthetic_images)
+                torch.manual_seed(0)
+                train(cfg, run_dir)
+        return run_dir
