@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,export]'
+	$(PY) -m pip install -q -e '.[dev,export,serve]'
 	touch $(STAMP)
 
 # The main job, offline: train two translation models on generated dates (~2 min on 2 cores).

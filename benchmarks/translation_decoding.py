@@ -88,6 +88,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded at once")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sentences", type=int, help="only the first N validation sentences")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "translation_decoding.json", help="the JSON written"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,8 +161,8 @@ def decode(models, trained: bool, args: argparse.Namespace) -> None:
         },
         "machine": machine("seqlab fp32 and bf16, CTranslate2 fp32 and int8"),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "translation_decoding.json").write_text(json.dumps(summary, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2) + "\n")
     for search, ratio in summary["seqlab_over_ct2_fp32"].items():
         int8 = results[search]["ct2-int8"]
         print(

@@ -342,7 +342,7 @@ def test_mnist_vit_trains_and_classifies_a_png(tmp_path):
 
 
 def test_sst2_validation_holds_out_whole_sentences_and_their_phrases():
-    from seqlab.tasks.classification import sentence_holdout
+    from seqlab.data.classification import sentence_holdout
 
     sentences = [
         "the film is a quiet and moving portrait of grief",

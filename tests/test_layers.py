@@ -3,8 +3,10 @@
 Read from the sources (every ``import``, also those inside functions): building blocks (``nn/``),
 models and data import nothing above them; the run directory (``rundir``, ``checkpoints``) and
 the task-trainer contract (``objective``) sit below both ``tasks/`` and ``training/``; tasks never
-import the trainer and the trainer knows no model or task. And measured in a fresh process:
-loading a trained run with :func:`seqlab.load` and using it imports no ``seqlab.training`` module.
+import the trainer and the trainer knows no model or task; the catalog (``catalog``), where
+every layer registers its models, datasets, cells and task rules, imports nothing of seqlab.
+And measured in a fresh process: loading a trained run with :func:`seqlab.load` and using it
+imports no ``seqlab.training`` module.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ FORBIDDEN = {
     "export": ABOVE_INFERENCE,
     "tasks": ABOVE_INFERENCE - {"tasks"},
     "training": ABOVE_INFERENCE - {"training"} | {"models", "data"},
+    # every layer registers its records in the catalog: it imports no other part of seqlab
+    "catalog": {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" or p.is_dir()} - {"catalog"},
 }
 
 

@@ -6,7 +6,8 @@ import torch
 from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.config import RNNLMConfig, config_from_dict
 from seqlab.errors import ConfigError
-from seqlab.models.rnn_lm import RNNLanguageModel, generate
+from seqlab.models.language_model import generate
+from seqlab.models.rnn_lm import RNNLanguageModel
 
 V = 11
 ATOL = 1e-5

@@ -25,11 +25,12 @@ pytest.importorskip("httpx")
 import httpx  # noqa: E402
 
 with warnings.catch_warnings():  # newer Starlette prefers httpx2 for its test client
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
     from fastapi.testclient import TestClient
 
 import seqlab  # noqa: E402
 from seqlab.serve import Limits, create_app  # noqa: E402
+from seqlab.serve.handlers import TranslationHandler  # noqa: E402
 
 TASKS = {
     "mt": "translation",
@@ -342,6 +343,20 @@ def test_bad_requests_are_json_errors_naming_the_problem(api):
     assert api.post("/health").status_code == 405 and "error" in api.post("/health").json()
 
 
+def test_an_internal_error_is_json_without_a_traceback(models, monkeypatch):
+    def broken(self, jobs):
+        raise RuntimeError("secret detail from /srv/models")
+
+    monkeypatch.setattr(TranslationHandler, "run", broken)
+    with client({"mt": models["mt"]}) as c:
+        r = c.post("/translate", json={"text": "09/05/98"})
+    assert r.status_code == 500 and r.headers["content-type"] == "application/json"
+    assert r.json() == {
+        "error": "internal server error (the server's log has the details)",
+        "limit": None,
+    }
+
+
 @pytest.fixture(scope="module")
 def small(models):
     limits = Limits(
@@ -476,31 +491,74 @@ def test_simultaneous_requests_are_batched_and_answer_as_one_by_one(models):
     assert app.state.batchers["mt"].batches < sum(b["model"] == "mt" for _, b in requests)
 
 
-def _blocking(app, name):
-    """Make model ``name``'s batches wait for ``release``; ``started`` says one is running."""
-    handler = app.state.handlers[name]
-    started, release = threading.Event(), threading.Event()
-    run = handler.run
+def test_the_batcher_fills_batches_carries_the_rest_and_drains_on_close():
+    from seqlab.serve.batching import Batcher
 
-    def slow(jobs):
+    release, batches = threading.Event(), []
+
+    def run(jobs):
+        release.wait(10)
+        batches.append([job.payload for job in jobs])
+        return [ValueError(j.payload) if j.payload == "bad" else j.payload.upper() for j in jobs]
+
+    batcher = Batcher("t", run, max_batch=4, wait_s=0.05, max_queue=8)
+
+    async def scenario():
+        first = batcher.submit("first", 1)
+        await _until(lambda: batcher.queued == 0)  # the worker holds it
+        jobs = [batcher.submit(p, n) for p, n in [("a", 2), ("b", 2), ("c", 1), ("bad", 1)]]
+        gone = batcher.submit("gone", 1)
+        gone.cancelled.set()  # its client stopped waiting: never run
+        last = batcher.submit("d", 3)
+        release.set()
+        out = await asyncio.gather(first.future, *(j.future for j in jobs), return_exceptions=True)
+        closing = asyncio.to_thread(batcher.close, 10)
+        return out, await last.future, await closing
+
+    out, last, _ = asyncio.run(scenario())
+    assert out[:4] == ["FIRST", "A", "B", "C"] and isinstance(out[4], ValueError)
+    assert last == "D"
+    # four texts at most per batch; a job that does not fit waits for the next batch
+    assert batches == [["first"], ["a", "b"], ["c", "bad"], ["d"]]
+    with pytest.raises(RuntimeError, match="shutting down"):
+        asyncio.run(_submit(batcher))
+
+
+async def _submit(batcher):
+    return batcher.submit("late", 1)
+
+
+def _blocking(monkeypatch, cls=TranslationHandler):
+    """Make the batches of the apps built next wait for ``release``; ``started`` says one is
+    running."""
+    started, release = threading.Event(), threading.Event()
+    run = cls.run
+
+    def slow(self, jobs):
         started.set()
         release.wait(10)
-        return run(jobs)
+        return run(self, jobs)
 
-    handler.run = slow
+    monkeypatch.setattr(cls, "run", slow)
     return started, release
 
 
-def test_health_answers_while_a_batch_runs(models):
+async def _until(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.01)
+
+
+def test_health_answers_while_a_batch_runs(models, monkeypatch):
+    started, release = _blocking(monkeypatch)
     app = create_app({"mt": models["mt"]}, engine="seqlab")
-    started, release = _blocking(app, "mt")
 
     async def scenario():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
             busy = asyncio.ensure_future(c.post("/translate", json={"text": "09/05/98"}))
-            while not started.is_set():
-                await asyncio.sleep(0.01)
+            await _until(started.is_set)
             t0 = time.monotonic()
             health = await c.get("/health")
             waited = time.monotonic() - t0
@@ -512,21 +570,19 @@ def test_health_answers_while_a_batch_runs(models):
     assert busy.status_code == 200
 
 
-def test_a_full_queue_answers_503_with_retry_after(models):
+def test_a_full_queue_answers_503_with_retry_after(models, monkeypatch):
     limits = Limits(max_queue=1, max_batch=1, batch_wait_ms=0)
+    started, release = _blocking(monkeypatch)
     app = create_app({"mt": models["mt"]}, engine="seqlab", limits=limits)
-    started, release = _blocking(app, "mt")
     batcher = app.state.batchers["mt"]
 
     async def scenario():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
             first = asyncio.ensure_future(c.post("/translate", json={"text": "09/05/98"}))
-            while not started.is_set():  # the worker holds the first request
-                await asyncio.sleep(0.01)
+            await _until(started.is_set)  # the worker holds the first request
             second = asyncio.ensure_future(c.post("/translate", json={"text": "1 jan 2001"}))
-            while batcher.queued < 1:  # the second waits in the queue, which is now full
-                await asyncio.sleep(0.01)
+            await _until(lambda: batcher.queued == 1)  # the second waits: the queue is full
             third = await c.post("/translate", json={"text": "May 9, 1998"})
             release.set()
             return third, await first, await second
@@ -537,10 +593,10 @@ def test_a_full_queue_answers_503_with_retry_after(models):
     assert first.status_code == 200 and second.status_code == 200
 
 
-def test_a_request_over_its_time_limit_answers_504(models):
+def test_a_request_over_its_time_limit_answers_504(models, monkeypatch):
     limits = Limits(timeout_s=0.2)
+    started, release = _blocking(monkeypatch)
     app = create_app({"mt": models["mt"], "lm": models["lm"]}, engine="seqlab", limits=limits)
-    started, release = _blocking(app, "mt")
     with TestClient(app) as c:
         r = c.post("/translate", json={"text": "09/05/98"})
         assert r.status_code == 504 and r.json()["limit"] == "timeout_s"
@@ -554,12 +610,11 @@ def test_a_request_over_its_time_limit_answers_504(models):
                 time.sleep(0.05)
                 yield token
 
-        lm._tokens = slow_tokens
+        monkeypatch.setattr(lm, "_tokens", slow_tokens)
         with c.stream("POST", "/generate", json={"tokens": 100, "stream": True}) as s:
             events = _events(s.read().decode())
         assert 0 < len(events) - 1 < 100 and events[-1][0] == "error"
         assert events[-1][1]["limit"] == "timeout_s"
-        lm._tokens = tokens
         assert c.post("/translate", json={"text": "09/05/98"}).status_code == 200
 
 

@@ -21,12 +21,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from torch import nn
 
-from seqlab import load
+from seqlab import catalog, load
 from seqlab.cli import main
 from seqlab.config import (
     DataConfig,
     DecodeConfig,
-    ModelConfig,
     SubwordConfig,
     TrainConfig,
     config_from_dict,
@@ -193,9 +192,9 @@ def _float_fields(model: type[BaseModel]):
             yield name, "pair"
 
 
-SECTIONS = [DataConfig, SubwordConfig, TrainConfig, DecodeConfig] + list(
-    typing.get_args(typing.get_args(ModelConfig)[0])
-)
+SECTIONS = [DataConfig, SubwordConfig, TrainConfig, DecodeConfig] + [
+    spec.config for spec in catalog.models().values()
+]
 
 
 @pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.__name__)

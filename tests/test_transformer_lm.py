@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from seqlab.config import TransformerLMConfig
-from seqlab.models.transformer_lm import TransformerLanguageModel, generate
+from seqlab.models.language_model import generate
+from seqlab.models.transformer_lm import TransformerLanguageModel
 
 V = 13
 

@@ -150,7 +150,7 @@ class TinyRuns:
             cfg = config_from_dict(self._configs[name])
             with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
                 warnings.simplefilter("ignore")
-                patch.setattr("seqlab.tasks.classification.image_splits", _synthetic_images)
+                patch.setattr("seqlab.tasks.classification.splits.image_splits", _synthetic_images)
                 torch.manual_seed(0)
                 train(cfg, run_dir)
         return run_dir

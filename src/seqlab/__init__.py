@@ -7,6 +7,10 @@ The Python API for trained models::
     m.translate(["A man rides a bike."], beam=5)  # translation runs
     m.score(sources, references)                  # BLEU, chrF
     m.generate("time traveller", tokens=100)      # language-model runs
+    m.evaluate("test").format()                   # any run: a Report (also .to_json())
+
+Every run offers ``predict`` and ``evaluate`` (:class:`seqlab.tasks.base.Predictor`); the methods
+of its task come on top (``translate``, ``classify``, ``generate``, ``forecast``, …).
 """
 
 from __future__ import annotations

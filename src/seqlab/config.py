@@ -5,7 +5,11 @@ loaded into the pydantic models below. Every model forbids unknown keys, so a ty
 naming the key, the offending value and what is allowed. Command-line overrides use dotted paths
 (``train.lr=3e-4``) and go through exactly the same validation.
 
-``configs/reference.yaml`` lists every key with its default and its choices.
+The lists a config chooses from are registered next to the code they describe
+(:mod:`seqlab.catalog`): ``data.dataset`` (the readers in :mod:`seqlab.data`), ``model.arch``
+(each architecture's config class sits beside its model in :mod:`seqlab.models`),
+``model.cell`` (:mod:`seqlab.nn.rnn`), and each task's rules across sections (its module in
+:mod:`seqlab.tasks`). ``configs/reference.yaml`` lists every key with its default and its choices.
 """
 
 from __future__ import annotations
@@ -15,12 +19,21 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from seqlab.deprecation import renamed_value
+from seqlab import catalog
 from seqlab.errors import ConfigError
 
 Positive = Annotated[int, Field(gt=0)]
@@ -44,39 +57,16 @@ class Strict(BaseModel):
 
 
 # ----------------------------------------------------------------------------------------- data
-DatasetName = Literal[
-    "timemachine",
-    "tinyshakespeare",
-    "text",
-    "fra-eng",
-    "multi30k",
-    "dates",
-    "sst2",
-    "ag_news",
-    "text-classification",
-    "mnist",
-    "sine",
-    "sunspots",
-    "series",
-]
-#: the task each dataset is for; a model's config names its task too (``task``), and they must agree
-DATASET_TASKS: dict[str, str] = {
-    "timemachine": "language_modeling",
-    "tinyshakespeare": "language_modeling",
-    "text": "language_modeling",
-    "fra-eng": "translation",
-    "multi30k": "translation",
-    "dates": "translation",
-    "sst2": "classification",
-    "ag_news": "classification",
-    "text-classification": "classification",
-    "mnist": "classification",
-    "sine": "forecasting",
-    "sunspots": "forecasting",
-    "series": "forecasting",
-}
-#: classification datasets whose examples are images (the others are text)
-IMAGE_DATASETS = ("mnist",)
+def _known_dataset(name: str) -> str:
+    known = catalog.datasets()
+    if name not in known:
+        raise ValueError(f"Input should be {catalog.choices(sorted(known))}")
+    return name
+
+
+#: ``data.dataset``: a registered dataset (:class:`~seqlab.catalog.DatasetSpec`), which says
+#: its task, its inputs and whether it reads the user's ``data.path``
+DatasetName = Annotated[str, AfterValidator(_known_dataset)]
 Language = Literal["en", "de", "fr"]
 
 
@@ -116,7 +106,7 @@ class DataConfig(Strict):
     normalize: Literal["none", "nmt", "letters"] = Field(
         "none", description="letters: d2l Time Machine cleaning; nmt: d2l fra-eng preprocessing"
     )
-    subword: SubwordConfig = SubwordConfig()
+    subword: SubwordConfig = Field(default_factory=SubwordConfig)
     min_freq: NonNegative = 0
     max_vocab: Annotated[int, Field(ge=4)] | None = Field(
         None, description="at most this many tokens, the 4 reserved ones included"
@@ -138,11 +128,12 @@ class DataConfig(Strict):
 
     @model_validator(mode="after")
     def _languages_differ(self) -> DataConfig:
-        with_path = self.dataset in ("text", "text-classification", "series")
-        if with_path != (self.path is not None):
+        datasets = catalog.datasets()
+        if datasets[self.dataset].needs_path != (self.path is not None):
+            with_path = catalog.choices([n for n, d in datasets.items() if d.needs_path])
             raise ValueError(
-                "data.path is required with dataset 'text', 'text-classification' or 'series' and "
-                "only allowed with them"
+                f"data.path is required with dataset {with_path} and only allowed with them "
+                f"(data.dataset={self.dataset})"
             )
         if self.src_lang == self.tgt_lang:
             raise ValueError(
@@ -158,313 +149,27 @@ def check_heads(d_model: int | None, num_heads: int | None) -> None:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
 
 
-CellName = Literal[
-    "rnn", "rnn_relu", "gru", "gru_reset_before", "output_gated_rnn", "lstm", "peephole_lstm"
-]
-#: cells only the scratch backend has (PyTorch has no fused layer for them)
-SCRATCH_ONLY_CELLS = ("peephole_lstm", "gru_reset_before", "output_gated_rnn")
+def _known_cell(name: str) -> str:
+    known = catalog.cells()
+    if name not in known:
+        raise ValueError(f"Input should be {catalog.choices(known)}")
+    return name
 
 
-class RNNLMConfig(Strict):
-    """Recurrent language model: embedding (or one-hot) → stacked RNN → linear to vocabulary."""
-
-    arch: Literal["rnn_lm"] = "rnn_lm"
-    task: ClassVar[str] = "language_modeling"
-    cell: CellName = "lstm"
-    backend: Literal["scratch", "fused"] = "fused"
-    embed_dim: NonNegative = Field(0, description="0 feeds one-hot vectors, as in d2l")
-    hidden_size: Positive = 256
-    num_layers: Positive = 2
-    dropout: Probability = 0.0
-    tie_weights: bool = False
-    truncation: Literal["regular", "randomized"] = Field(
-        "regular", description="randomized: truncated BPTT of random length (d2l.ai §9.7.1)"
-    )
-    truncation_keep: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
-        0.9, description="randomized truncation: π, the chance the gradient passes a step"
-    )
-
-    @field_validator("cell", mode="before")
-    @classmethod
-    def _renamed_cell(cls, value: object) -> object:
-        return renamed_value("model.cell", value)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RNNLMConfig:
-        if self.truncation == "randomized" and self.backend != "scratch":
-            raise ValueError(
-                "truncation: randomized acts between time steps, inside the recurrent loop; "
-                "set backend: scratch"
-            )
-        if self.cell in SCRATCH_ONLY_CELLS and self.backend == "fused":
-            raise ValueError(
-                f"cell {self.cell} has no fused backend (PyTorch has no such layer); "
-                "set backend: scratch"
-            )
-        if self.tie_weights and self.embed_dim != self.hidden_size:
-            raise ValueError(
-                f"tie_weights needs embed_dim == hidden_size (> 0), got embed_dim={self.embed_dim}, "
-                f"hidden_size={self.hidden_size}"
-            )
-        return self
+#: ``model.cell``: a recurrent cell registered in :mod:`seqlab.nn.rnn` (:class:`~seqlab.catalog.CellSpec`)
+CellName = Annotated[str, AfterValidator(_known_cell)]
 
 
-class TransformerLMConfig(Strict):
-    """Decoder-only Transformer language model (causal self-attention)."""
+class ModelConfigBase(Strict):
+    """Base of every ``model`` section. ``arch`` names the architecture; each architecture's
+    config subclasses this next to its model (:class:`seqlab.models.rnn_lm.RNNLMConfig`, …),
+    narrows ``arch`` to its own name, sets ``task`` and is registered with its builder
+    (:class:`~seqlab.catalog.ModelSpec`). :class:`ExperimentConfig` validates the ``model``
+    section with the class registered for its ``arch``."""
 
-    arch: Literal["transformer_lm"] = "transformer_lm"
-    task: ClassVar[str] = "language_modeling"
-    d_model: Positive = 128
-    num_heads: Positive = 4
-    num_layers: Positive = 4
-    d_ff: Positive = 512
-    dropout: Probability = 0.0
-    max_len: Positive = 1024
-    positional: Literal["sinusoidal", "learned"] = "learned"
-    norm: Literal["post", "pre"] = "pre"
-    tie_weights: bool = True
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerLMConfig:
-        check_heads(self.d_model, self.num_heads)
-        return self
-
-
-class Seq2SeqConfig(Strict):
-    """RNN encoder–decoder (Sutskever et al. 2014 / Cho et al. 2014)."""
-
-    arch: Literal["seq2seq"] = "seq2seq"
-    task: ClassVar[str] = "translation"
-    cell: Literal["gru", "lstm"] = "gru"
-    embed_dim: Positive = 256
-    hidden_size: Positive = 512
-    num_layers: Positive = 2
-    dropout: Probability = 0.2
-
-
-class BahdanauConfig(Strict):
-    """Attentive RNN encoder–decoder (Bahdanau et al. 2014).
-
-    ``decoder: maxout`` (the default), the paper's RNNsearch (§3 and appendix A): a bidirectional
-    GRU encoder, s_0 = tanh(W_s ←h_1), the previous decoder state scored against the 2H-wide
-    annotations, a maxout output layer. ``decoder: linear``, d2l.ai §11.4 (The Bahdanau Attention
-    Mechanism): a unidirectional L-layer GRU encoder whose final states start the decoder, the
-    previous top-layer decoder state as the query, a linear output layer. ``attention`` picks the
-    scoring function (d2l.ai §11.3): additive (Bahdanau's), dot, general and location (Luong et
-    al. 2015, §3.1) or scaled_dot (Vaswani et al. 2017, §3.2.1)."""
-
-    arch: Literal["bahdanau"] = "bahdanau"
-    task: ClassVar[str] = "translation"
-    embed_dim: Positive = 256
-    hidden_size: Positive = 512
-    num_layers: Positive = 1
-    dropout: Probability = 0.2
-    decoder: Literal["maxout", "linear"] = "maxout"
-    attention: Literal["additive", "dot", "scaled_dot", "general", "location"] = "additive"
-    max_len: Positive = Field(256, description="location attention: most source positions")
-
-    @field_validator("decoder", mode="before")
-    @classmethod
-    def _renamed_decoder(cls, value: object) -> object:
-        return renamed_value("model.decoder", value)
-
-    @model_validator(mode="after")
-    def _score_fits(self) -> BahdanauConfig:
-        if self.attention in ("dot", "scaled_dot") and self.decoder == "maxout":
-            raise ValueError(
-                f"attention {self.attention} needs queries and keys of one size, but decoder: "
-                f"maxout scores its {self.hidden_size}-wide state against "
-                f"{2 * self.hidden_size}-wide bidirectional annotations; use decoder: linear "
-                "(unidirectional encoder) or attention additive | general | location"
-            )
-        return self
-
-
-class TransformerConfig(Strict):
-    """Encoder–decoder Transformer (Vaswani et al. 2017)."""
-
-    arch: Literal["transformer"] = "transformer"
-    task: ClassVar[str] = "translation"
-    d_model: Positive = 256
-    num_heads: Positive = 4
-    encoder_layers: Positive = 4
-    decoder_layers: Positive = 4
-    d_ff: Positive = 1024
-    dropout: Probability = 0.1
-    max_len: Positive = 512
-    norm: Literal["post", "pre"] = "post"
-    share_embeddings: bool = False
-    tie_output: bool = True
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerConfig:
-        check_heads(self.d_model, self.num_heads)
-        return self
-
-
-class TransformerClassifierConfig(Strict):
-    """Transformer encoder over tokens, pooled (a [CLS] token or the mean of the real positions),
-    then a linear classification head."""
-
-    arch: Literal["transformer_classifier"] = "transformer_classifier"
-    task: ClassVar[str] = "classification"
-    d_model: Positive = 128
-    num_heads: Positive = 4
-    num_layers: Positive = 2
-    d_ff: Positive = 512
-    dropout: Probability = 0.1
-    max_len: Positive = 512
-    positional: Literal["sinusoidal", "learned"] = "learned"
-    norm: Literal["post", "pre"] = "pre"
-    pooling: Literal["cls", "mean", "max"] = "mean"
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerClassifierConfig:
-        check_heads(self.d_model, self.num_heads)
-        return self
-
-
-class RNNClassifierConfig(Strict):
-    """GRU/LSTM (optionally bidirectional) over tokens; the final states or pooled outputs feed a
-    linear head."""
-
-    arch: Literal["rnn_classifier"] = "rnn_classifier"
-    task: ClassVar[str] = "classification"
-    cell: Literal["gru", "lstm"] = "lstm"
-    embed_dim: Positive = 128
-    hidden_size: Positive = 128
-    num_layers: Positive = 1
-    bidirectional: bool = True
-    pooling: Literal["last", "mean", "max"] = "max"
-    dropout: Probability = 0.3
-
-
-class CNNTextConfig(Strict):
-    """Convolutions of several widths over word embeddings, max-over-time pooling (Kim 2014)."""
-
-    arch: Literal["cnn_text"] = "cnn_text"
-    task: ClassVar[str] = "classification"
-    embed_dim: Positive = 128
-    widths: Annotated[list[Positive], Field(min_length=1)] = [3, 4, 5]
-    channels: Positive = 100
-    dropout: Probability = 0.5
-
-
-#: ViT sizes of Dosovitskiy et al. 2021, Table 1: layers, width, MLP width, heads
-VIT_PRESETS: dict[str, dict[str, int]] = {
-    "tiny": {"num_layers": 6, "d_model": 64, "d_ff": 256, "num_heads": 4},
-    "base": {"num_layers": 12, "d_model": 768, "d_ff": 3072, "num_heads": 12},
-    "large": {"num_layers": 24, "d_model": 1024, "d_ff": 4096, "num_heads": 16},
-    "huge": {"num_layers": 32, "d_model": 1280, "d_ff": 5120, "num_heads": 16},
-}
-
-
-class ViTConfig(Strict):
-    """Vision Transformer (Dosovitskiy et al. 2021): patches as tokens, a class token, learned
-    positions, a pre-norm encoder and an MLP head. ``preset`` fills the four size keys (an
-    explicit key wins)."""
-
-    arch: Literal["vit"] = "vit"
-    task: ClassVar[str] = "classification"
-    preset: Literal["tiny", "base", "large", "huge"] | None = None
-    image_size: Positive = 28
-    patch_size: Positive = 4
-    channels: Positive = 1
-    num_layers: Positive | None = None
-    d_model: Positive | None = None
-    d_ff: Positive | None = None
-    num_heads: Positive | None = None
-    dropout: Probability = 0.0
-
-    @model_validator(mode="after")
-    def _sizes(self) -> ViTConfig:
-        preset = VIT_PRESETS.get(self.preset or "", {})
-        for key in ("num_layers", "d_model", "d_ff", "num_heads"):
-            if getattr(self, key) is None:
-                if key not in preset:
-                    raise ValueError(f"model.{key} is needed (or a model.preset)")
-                object.__setattr__(self, key, preset[key])
-        check_heads(self.d_model, self.num_heads)
-        if self.image_size % self.patch_size:
-            raise ValueError(
-                f"image_size={self.image_size} is not a multiple of patch_size={self.patch_size}"
-            )
-        return self
-
-
-class ImageCNNConfig(Strict):
-    """A small convolutional network for images: blocks of two 3×3 convolutions and 2×2
-    max-pooling, then a hidden layer and the head."""
-
-    arch: Literal["cnn_image"] = "cnn_image"
-    task: ClassVar[str] = "classification"
-    image_size: Positive = 28
-    channels: Positive = 1
-    widths: Annotated[list[Positive], Field(min_length=1)] = [32, 64]
-    hidden: Positive = 128
-    dropout: Probability = 0.25
-
-
-class ARConfig(Strict):
-    """Autoregressive model AR(τ): x̂_t = f(x_{t-1}, …, x_{t-τ}); linear (``hidden: 0``) or an MLP
-    with one hidden ReLU layer (d2l's 10 units)."""
-
-    arch: Literal["ar"] = "ar"
-    task: ClassVar[str] = "forecasting"
-    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
-    hidden: NonNegative = 10
-
-
-class RNNForecasterConfig(Strict):
-    """Latent autoregressive model h_t = g(h_{t-1}, x_{t-1}), x̂_t from h_t: a GRU/LSTM over the
-    window, a linear read-out of the last state."""
-
-    arch: Literal["rnn_forecaster"] = "rnn_forecaster"
-    task: ClassVar[str] = "forecasting"
-    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
-    cell: Literal["gru", "lstm"] = "gru"
-    hidden_size: Positive = 32
-    num_layers: Positive = 1
-    dropout: Probability = 0.0
-
-
-class TransformerForecasterConfig(Strict):
-    """Causal Transformer over the window (values projected to d_model, learned positions); the
-    last position's output predicts the next value."""
-
-    arch: Literal["transformer_forecaster"] = "transformer_forecaster"
-    task: ClassVar[str] = "forecasting"
-    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
-    d_model: Positive = 32
-    num_heads: Positive = 4
-    num_layers: Positive = 2
-    d_ff: Positive = 64
-    dropout: Probability = 0.0
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerForecasterConfig:
-        check_heads(self.d_model, self.num_heads)
-        return self
-
-
-ModelConfig = Annotated[
-    Union[  # noqa: UP007
-        ARConfig,
-        RNNForecasterConfig,
-        TransformerForecasterConfig,
-        RNNLMConfig,
-        TransformerLMConfig,
-        Seq2SeqConfig,
-        BahdanauConfig,
-        TransformerConfig,
-        TransformerClassifierConfig,
-        RNNClassifierConfig,
-        CNNTextConfig,
-        ViTConfig,
-        ImageCNNConfig,
-    ],
-    Field(discriminator="arch"),
-]
+    arch: str
+    #: ``language_modeling``, ``translation``, ``classification`` or ``forecasting``
+    task: ClassVar[str] = ""
 
 
 # ---------------------------------------------------------------------------------------- train
@@ -567,118 +272,95 @@ class DecodeConfig(Strict):
         return self
 
 
+def _default_model() -> ModelConfigBase:
+    return catalog.models()["rnn_lm"].config()
+
+
+#: how errors name what a dataset holds and what a model reads
+_HOLDS = {"text": "a text", "image": "an image", "series": "a series"}
+_READS = {"text": "text", "image": "images", "series": "series"}
+
+
 class ExperimentConfig(Strict):
-    """One experiment: the four sections of a YAML config file, checked against each other."""
+    """One experiment: the four sections of a YAML config file, checked against each other.
+
+    The ``model`` section is validated by the config class registered for its ``arch``
+    (:func:`seqlab.catalog.models`). Checks across sections: the dataset and the model are for
+    the same task and the same inputs (:class:`~seqlab.catalog.DatasetSpec`,
+    :class:`~seqlab.catalog.ModelSpec`), then the task's own rules
+    (:func:`seqlab.catalog.task_rules`, written in each task's module).
+    """
 
     name: str = "experiment"
-    data: DataConfig = DataConfig()
-    model: ModelConfig = RNNLMConfig()
-    train: TrainConfig = TrainConfig()
-    decode: DecodeConfig = DecodeConfig()
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: SerializeAsAny[ModelConfigBase] = Field(default_factory=_default_model)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
 
     @property
     def task(self) -> str:
         """``language_modeling``, ``translation``, …: what the model is for."""
         return self.model.task
 
+    @field_validator("model", mode="before")
+    @classmethod
+    def _registered_arch(cls, value: object) -> object:
+        if isinstance(value, ModelConfigBase):
+            return value
+        known = catalog.models()
+        archs = catalog.choices(sorted(known))
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a mapping with an arch ({archs})")
+        arch = value.get("arch")
+        if arch is None:
+            raise ValueError(f"arch is missing; choose {archs}")
+        if not isinstance(arch, str) or arch not in known:
+            raise ValueError(f"arch {short(arch)} is not a registered architecture; choose {archs}")
+        return known[arch].config.model_validate(value)
+
     @model_validator(mode="after")
     def _consistent(self) -> ExperimentConfig:
         data, model = self.data, self.model
-        wanted = DATASET_TASKS[data.dataset]
-        if wanted != model.task:
+        dataset = catalog.datasets()[data.dataset]
+        if dataset.task != model.task:
             raise ValueError(
-                f"data.dataset={data.dataset} is a {wanted.replace('_', ' ')} dataset, but "
+                f"data.dataset={data.dataset} is a {dataset.task.replace('_', ' ')} dataset, but "
                 f"model.arch={model.arch} is a {model.task.replace('_', ' ')} model"
             )
-        if model.task == "translation":
-            if self.decode.strategy == "sample":
-                raise ValueError(
-                    "decode.strategy=sample is for language models; translation decodes with "
-                    "greedy or beam"
-                )
-            if getattr(model, "share_embeddings", False) and not (
-                data.tokenizer == "subword" and data.subword.joint
-            ):
-                raise ValueError(
-                    "model.share_embeddings needs one vocabulary for both sides: "
-                    "data.tokenizer: subword with data.subword.joint: true (or set "
-                    "model.share_embeddings: false)"
-                )
-            model_len = getattr(model, "max_len", None)
-            if model_len is not None and model_len < data.max_len:
-                raise ValueError(
-                    f"model.max_len={model_len} is smaller than data.max_len={data.max_len}: "
-                    "the model could not read the longest sentences; raise model.max_len"
-                )
-        if model.arch == "transformer_lm" and model.max_len < data.num_steps:
+        spec = catalog.models().get(model.arch)
+        reads = spec.inputs if spec is not None else dataset.inputs
+        if dataset.inputs != reads:
             raise ValueError(
-                f"model.max_len={model.max_len} is smaller than data.num_steps={data.num_steps}: "
-                "training windows would not fit; raise model.max_len"
+                f"data.dataset={data.dataset} is {_HOLDS[dataset.inputs]} dataset, but "
+                f"model.arch={model.arch} reads {_READS[reads]}"
             )
-        if model.task == "classification":
-            images = data.dataset in IMAGE_DATASETS
-            if images != (model.arch in ("vit", "cnn_image")):
-                kind = "an image" if images else "a text"
-                raise ValueError(
-                    f"data.dataset={data.dataset} is {kind} dataset, but model.arch={model.arch} "
-                    f"classifies {'text' if images else 'images'}"
-                )
-            if model.arch == "transformer_classifier" and model.max_len < data.max_len:
-                raise ValueError(
-                    f"model.max_len={model.max_len} is smaller than data.max_len={data.max_len}; "
-                    "raise model.max_len"
-                )
-        if model.task == "language_modeling" and data.tokenizer == "subword":
-            raise ValueError("language models take data.tokenizer char or word, not subword")
+        rules = catalog.task_rules().get(model.task)
+        if rules is not None:
+            rules(self)
         return self
 
 
 # ------------------------------------------------------------------------------ loading, errors
-def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
-    """Field names of the (nested) model that holds the key at ``loc[-1]``, if it can be found."""
-    current: Any = model
+def _allowed_keys(loc: tuple[Any, ...], raw: Any) -> list[str] | None:
+    """Field names of the (nested) section that holds the key at ``loc[-1]``, if it can be
+    found; the ``model`` section's are those of the class registered for its ``arch`` (read
+    from ``raw``, the mapping that was validated)."""
+    current: Any = ExperimentConfig
+    node = raw
     for part in loc[:-1]:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            if part in current.model_fields:
-                current = current.model_fields[part].annotation
-            else:
-                return None
-        else:  # a discriminated union: ``part`` is the tag (e.g. 'rnn_lm')
-            found = None
-            for option in _union_members(current):
-                arch = option.model_fields.get("arch")
-                if arch is not None and arch.default == part:
-                    found = option
-            if found is None:
-                return None
-            current = found
-        current = _strip_optional(current)
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        if part not in current.model_fields:
+            return None
+        current = _strip_optional(current.model_fields[part].annotation)
+        node = node.get(part) if isinstance(node, dict) else None
+        if current is ModelConfigBase:
+            arch = node.get("arch") if isinstance(node, dict) else None
+            spec = catalog.models().get(arch) if isinstance(arch, str) else None
+            current = spec.config if spec is not None else None
     if isinstance(current, type) and issubclass(current, BaseModel):
         return sorted(current.model_fields)
     return None
-
-
-_ARCH_TAGS = {
-    "rnn_lm",
-    "transformer_lm",
-    "seq2seq",
-    "bahdanau",
-    "transformer",
-    "transformer_classifier",
-    "rnn_classifier",
-    "cnn_text",
-    "vit",
-    "cnn_image",
-    "ar",
-    "rnn_forecaster",
-    "transformer_forecaster",
-}
-
-
-def _union_members(tp: Any) -> list[type[BaseModel]]:
-    tp = _strip_annotated(tp)
-    members = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
-    return [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
 
 
 def _strip_annotated(tp: Any) -> Any:
@@ -689,26 +371,27 @@ def _strip_annotated(tp: Any) -> Any:
 
 def _strip_optional(tp: Any) -> Any:
     tp = _strip_annotated(tp)
-    if typing.get_origin(tp) in (Union, types.UnionType):
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
         members = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(members) == 1:
             return _strip_annotated(members[0])
     return tp
 
 
-def format_validation_error(err: ValidationError, source: str) -> str:
-    """Turn pydantic's report into lines of ``source: key: problem (got value; allowed ...)``."""
+def format_validation_error(err: ValidationError, source: str, raw: Any = None) -> str:
+    """Turn pydantic's report into lines of ``source: key: problem (got value; allowed ...)``;
+    ``raw``, the mapping validated, lets an unknown key of the ``model`` section list its
+    architecture's keys."""
     lines = [f"invalid configuration in {short(source, 300)}:"]
     for e in err.errors(include_url=False):
         loc = tuple(e["loc"])
-        # the discriminated union puts its tag ('rnn_lm', ...) into the path: not a key the user wrote
-        key = ".".join(str(p) for p in loc if p not in _ARCH_TAGS) or "<top level>"
+        key = ".".join(str(p) for p in loc) or "<top level>"
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            allowed = _allowed_keys(ExperimentConfig, loc)
+            allowed = _allowed_keys(loc, raw)
             hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
             lines.append(f"  {key}: unknown key (value {short(e['input'])}){hint}")
-        elif e["type"] == "union_tag_invalid" or isinstance(e["input"], dict):
+        elif isinstance(e["input"], dict):
             lines.append(f"  {key}: {msg}")  # a cross-field rule: its message names the keys
         else:
             lines.append(f"  {key}: {msg} (got {short(e['input'])})")
@@ -765,7 +448,7 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ExperimentC
     try:
         return ExperimentConfig.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source)) from None
+        raise ConfigError(format_validation_error(err, source, raw)) from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -909,3 +592,14 @@ def save_config(cfg: ExperimentConfig, path: str | Path) -> None:
     from seqlab.io import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+
+
+def __getattr__(name: str) -> type[ModelConfigBase]:
+    """``seqlab.config.TransformerConfig`` and the other model configs, which live next to their
+    models (:mod:`seqlab.models`): found among the registered architectures by class name, so
+    code that imports them from here keeps working."""
+    if name.endswith("Config") and not name.startswith("_"):
+        for spec in catalog.models().values():
+            if spec.config.__name__ == name:
+                return spec.config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

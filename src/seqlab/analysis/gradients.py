@@ -45,7 +45,7 @@ def measure_gradient_norms(
     L_T = ‖h_T w − y‖² / (2B) with w (H,) ~ N(0, 1/H) and y (B,) ~ N(0, 1).
 
     Args:
-        cell: one of :data:`seqlab.nn.rnn.CELL_NAMES`.
+        cell: a registered cell's name (:func:`seqlab.catalog.cells`).
         seq_len: T.
         hidden_size: H.
         input_size: I.

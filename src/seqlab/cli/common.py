@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import sys
 from collections.abc import Callable
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.errors import SeqlabError
+from seqlab.textio import decode_lines
+from seqlab.textio import read_lines as read_lines  # the commands read files by one rule
 
 
 def positive_int(text: str) -> int:
@@ -53,45 +54,6 @@ def positive_float(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text[:40]}")
     return value
-
-
-def read_lines(path: str | Path, what: str = "input") -> list[str]:
-    """Lines of a UTF-8 text file (``.gz`` allowed), without line ends.
-
-    Raises:
-        SeqlabError: missing file, a directory, or bytes that are not UTF-8 (with the line).
-    """
-    path = Path(path)
-    if not path.exists():
-        raise SeqlabError(f"{what} file not found: {path}")
-    if path.is_dir():
-        raise SeqlabError(
-            f"{what} {path} is a directory; expected a text file, one sentence a line"
-        )
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise SeqlabError(f"{path}: not a readable gzip file ({exc})") from None
-    return decode_lines(raw, str(path))
-
-
-def decode_lines(raw: bytes, where: str, first_line: int = 1) -> list[str]:
-    """Lines of UTF-8 bytes (strict: an undecodable byte is an error naming ``where:line``,
-    counting from ``first_line``), split at ``\n`` (a ``\r`` before it and a leading byte-order
-    mark are removed). The one reading rule of files and standard input."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + first_line
-        raise SeqlabError(
-            f"{where}:{line}: not valid UTF-8 ({exc.reason}); expected UTF-8 text"
-        ) from None
-    lines = text.removeprefix("\ufeff").split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the line end of the last line
-    return [line.removesuffix("\r") for line in lines]
 
 
 #: how standard input is named in messages

@@ -10,23 +10,39 @@ from seqlab.errors import SeqlabError
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
+    """Every dataset a config can name (:func:`seqlab.catalog.datasets`), by task: what it is,
+    and for those with files to fetch (:mod:`seqlab.data.registry`), where each file was found."""
+    from seqlab import catalog
     from seqlab.data import registry
 
-    for ds in registry.DATASETS.values():
-        found = registry.status(ds.name)
+    records = sorted(catalog.datasets().values(), key=lambda d: (d.task, d.name))
+    for record in records:
+        task = record.task.replace("_", " ")
+        print(f"{record.name:20s} {task:18s} {record.summary}")
+        files = registry.DATASETS.get(record.name)
+        if files is None:
+            where = "your file, data.path" if record.needs_path else "nothing to fetch"
+            print(f"{'':20s} {where}")
+            continue
+        found = registry.status(record.name)
         have = sum(p is not None for _, p in found)
-        print(f"{ds.name:16s} {have}/{len(found)} files local   {ds.description}")
-        print(f"{'':16s} licence: {ds.licence}")
+        print(f"{'':20s} {have}/{len(found)} files local; licence: {files.licence}")
         for name, path in found:
-            print(f"{'':18s}{name:28s} {path if path else 'missing'}")
+            print(f"{'':22s}{name:28s} {path if path else 'missing'}")
     return 0
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> int:
+    from seqlab import catalog
     from seqlab.data import registry
 
     names = list(registry.DATASETS) if args.names == ["all"] else args.names
     for name in names:
+        record = catalog.datasets().get(name)
+        if name not in registry.DATASETS and record is not None:
+            what = "reads your file (data.path)" if record.needs_path else "has no files"
+            print(f"{name}: {what}; nothing to fetch")
+            continue
         for path in registry.fetch(name):
             print(f"{name}: {path}")
     return 0

@@ -169,6 +169,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             dest=name,
             type=kind,
             metavar="N",
-            help=f"{field.description} (default: {getattr(defaults, name):g})",
+            help=f"{field.description} (default: {getattr(defaults, name)})",
         )
     p.set_defaults(func=cmd_serve)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from seqlab.cli.common import (
@@ -14,6 +15,7 @@ from seqlab.cli.common import (
     positive_int,
     writes_into,
 )
+from seqlab.demos import DEMOS
 from seqlab.errors import SeqlabError
 from seqlab.outputs import RULE
 
@@ -21,16 +23,17 @@ OUT_HELP = f"output folder: {RULE}"
 
 
 def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
+    from seqlab import catalog
     from seqlab.analysis.gradients import run_gradient_diagnosis
     from seqlab.deprecation import renamed_value
-    from seqlab.nn.rnn import CELL_NAMES
 
+    known = catalog.cells()
     cells = [renamed_value("model.cell", c.strip()) for c in args.cells.split(",") if c.strip()]
-    unknown = [c for c in cells if c not in CELL_NAMES]
+    unknown = [c for c in cells if c not in known]
     if unknown or not cells:
         raise SeqlabError(
             f"--cells: unknown cell(s) {', '.join(repr(c[:20]) for c in unknown[:5]) or '(none given)'}; "
-            f"choose from {', '.join(CELL_NAMES)}"
+            f"choose from {', '.join(known)}"
         )
     check_writable_dir(args.out, "--out")
     norms = run_gradient_diagnosis(
@@ -223,8 +226,6 @@ def cmd_demo_layer_paths(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_list(args: argparse.Namespace) -> int:
-    from seqlab.demos import DEMOS
-
     if not args.list:
         raise SeqlabError("name a demo (seqlab demo --list shows them)")
     width = max(map(len, DEMOS))
@@ -320,6 +321,69 @@ def _orders(text: str) -> list[int]:
     return orders
 
 
+# -------------------------------------------------------------------------------------- demos
+def _no_options(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _seed(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads", type=non_negative_int, default=0, help="torch threads (0: PyTorch's default)"
+    )
+
+
+def _positional_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-len", type=positive_int, default=60)
+    p.add_argument("--d-model", type=positive_int, default=32)
+
+
+def _lm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=positive_int, help="optimizer steps per model")
+    _threads(p)
+
+
+def _dates_options(p: argparse.ArgumentParser) -> None:
+    _threads(p)
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
+
+
+def _vit_vs_cnn_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sizes",
+        type=_sizes,
+        default="500,2000,10000,55000",
+        metavar="N,N,...",
+        help="training-set sizes",
+    )
+    p.add_argument(
+        "--min-steps", type=positive_int, default=600, help="optimizer steps at least, each run"
+    )
+    p.add_argument("--max-minutes", type=float, help="time budget of each run (default: config's)")
+    _threads(p)
+
+
+Options = Callable[[argparse.ArgumentParser], None]
+#: how the command line runs each demo of :data:`seqlab.demos.DEMOS` (whose record gives its
+#: name, help and output folder): the options it adds besides ``--out``, and its command
+DEMO_COMMANDS: dict[str, tuple[Options, Callable[[argparse.Namespace], int]]] = {
+    "dates": (_dates_options, cmd_demo_dates),
+    "kernel-regression": (_seed, cmd_demo_kernel_regression),
+    "forecasting": (_threads, cmd_demo_forecasting),
+    "positional-encoding": (_positional_options, cmd_demo_positional_encoding),
+    "attention-scaling": (_no_options, cmd_demo_attention_scaling),
+    "self-attention-example": (_seed, cmd_demo_self_attention),
+    "positions": (_lm_options, cmd_demo_lm),
+    "norm-placement": (_lm_options, cmd_demo_lm),
+    "training-choices": (_lm_options, cmd_demo_lm),
+    "layer-paths": (_no_options, cmd_demo_layer_paths),
+    "vit-vs-cnn": (_vit_vs_cnn_options, cmd_demo_vit_vs_cnn),
+}
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     diagnose = sub.add_parser("diagnose", help="diagnostics (vanishing/exploding gradients)")
     diagnose_sub = diagnose.add_subparsers(dest="diagnose_command", required=True, metavar="WHAT")
@@ -349,87 +413,21 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     demo = sub.add_parser("demo", help="self-contained demonstrations (no download)")
     demo.add_argument(
-        "--list", action="store_true", help="list the demos with the seed and section of each"
+        "--list", action="store_true", help="list the demos with the source and section of each"
     )
     demo.set_defaults(func=cmd_demo_list)
     demo_sub = demo.add_subparsers(dest="demo_command", metavar="DEMO")
-    p = demo_sub.add_parser(
-        "positional-encoding",
-        help="the sinusoidal P: heatmap, columns, binary analogy, offset-only cosine similarity",
-    )
-    p.add_argument("--out", default="runs/positional-encoding", metavar="DIR", help=OUT_HELP)
-    p.add_argument("--max-len", type=positive_int, default=60)
-    p.add_argument("--d-model", type=positive_int, default=32)
-    p.set_defaults(func=writes_into("out", cmd_demo_positional_encoding))
-    for name, text in (
-        ("positions", "learned vs sinusoidal positions: train on 64 characters, test on 256"),
-        ("norm-placement", "post-norm vs pre-norm Transformer LM, same budget"),
-        ("training-choices", "sequential vs random sampling, with and without clipping"),
-    ):
-        p = demo_sub.add_parser(name, help=text)
-        p.add_argument("--out", default=f"runs/{name}", metavar="DIR", help=OUT_HELP)
-        p.add_argument("--steps", type=positive_int, help="optimizer steps per model")
-        p.add_argument("--threads", type=non_negative_int, default=0)
-        p.set_defaults(func=writes_into("out", cmd_demo_lm))
-    p = demo_sub.add_parser(
-        "layer-paths", help="CNN/RNN/self-attention: sequential ops and path length, measured"
-    )
-    p.add_argument("--out", default="runs/layer-paths", metavar="DIR", help=OUT_HELP)
-    p.set_defaults(func=writes_into("out", cmd_demo_layer_paths))
-    p = demo_sub.add_parser(
-        "attention-scaling", help="why divide by √d_k: variance, saturation, gradient vs d"
-    )
-    p.add_argument("--out", default="runs/attention-scaling", metavar="DIR", help=OUT_HELP)
-    p.set_defaults(func=writes_into("out", cmd_demo_attention_scaling))
-    p = demo_sub.add_parser(
-        "self-attention-example",
-        help="'Thinking Machines': the six steps of self-attention from the real module",
-    )
-    p.add_argument("--out", default="runs/self-attention-example", metavar="DIR", help=OUT_HELP)
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=writes_into("out", cmd_demo_self_attention))
-    p = demo_sub.add_parser(
-        "dates", help="train Bahdanau + Transformer to turn written dates into ISO dates"
-    )
-    p.add_argument("--out", default="runs/demo", metavar="DIR", help=OUT_HELP)
-    p.add_argument(
-        "--threads", type=non_negative_int, default=0, help="torch threads (0: PyTorch's default)"
-    )
-    p.add_argument("--json", action="store_true", help="also print the results as JSON")
-    p.set_defaults(func=writes_into("out", cmd_demo_dates))
-    p = demo_sub.add_parser(
-        "kernel-regression", help="Nadaraya–Watson kernel regression (d2l §11.2): two plots"
-    )
-    p.add_argument("--out", default="runs/kernel-regression", metavar="DIR", help=OUT_HELP)
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=writes_into("out", cmd_demo_kernel_regression))
-
-    p = demo_sub.add_parser(
-        "forecasting",
-        help="AR(4) on a noisy sine (d2l §9.1): 1-step vs k-step predictions, error by horizon",
-    )
-    p.add_argument("--out", default="runs/forecasting", metavar="DIR", help=OUT_HELP)
-    p.add_argument("--threads", type=non_negative_int, default=0)
-    p.set_defaults(func=writes_into("out", cmd_demo_forecasting))
-
-    p = demo_sub.add_parser(
-        "vit-vs-cnn",
-        help="MNIST: test accuracy of a tiny ViT and a CNN as the training set grows (Dosovitskiy 2021 §4.3)",
-    )
-    p.add_argument("--out", default="runs/vit-vs-cnn", metavar="DIR", help=OUT_HELP)
-    p.add_argument(
-        "--sizes",
-        type=_sizes,
-        default="500,2000,10000,55000",
-        metavar="N,N,...",
-        help="training-set sizes",
-    )
-    p.add_argument(
-        "--min-steps", type=positive_int, default=600, help="optimizer steps at least, each run"
-    )
-    p.add_argument("--max-minutes", type=float, help="time budget of each run (default: config's)")
-    p.add_argument("--threads", type=non_negative_int, default=0)
-    p.set_defaults(func=writes_into("out", cmd_demo_vit_vs_cnn))
+    if set(DEMOS) != set(DEMO_COMMANDS):  # a demo without a command, or a command without a record
+        raise AssertionError(
+            f"seqlab.demos.DEMOS and seqlab.cli.tools.DEMO_COMMANDS differ: "
+            f"{sorted(set(DEMOS) ^ set(DEMO_COMMANDS))}"
+        )
+    for name, record in DEMOS.items():
+        add_options, command = DEMO_COMMANDS[name]
+        p = demo_sub.add_parser(name, help=f"{record.shows} ({record.source})")
+        p.add_argument("--out", default=record.out or f"runs/{name}", metavar="DIR", help=OUT_HELP)
+        add_options(p)
+        p.set_defaults(func=writes_into("out", command))
 
     p = sub.add_parser(
         "ngram",

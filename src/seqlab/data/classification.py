@@ -8,6 +8,11 @@ skipped with one counted warning naming the first ``file:line``.
 Images come from :mod:`seqlab.data.images`. Either way a dataset is a list of examples and a
 list of label names; :class:`ClassificationBatches` shuffles them per epoch (a pure function of
 seed and epoch) and, for text, groups similar lengths to waste little padding.
+
+Each dataset's reader (``read_sst2``, ``read_ag_news``, ``read_labelled_file``, registered at the
+end of this module) returns its splits: ``train``, the ``val`` that chooses checkpoints, always
+held out of the training data with a seeded choice (:func:`hold_out`; for SST-2, whole sentences
+and their phrases, :func:`sentence_holdout`), and the dataset's own evaluation split if it has one.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from seqlab.catalog import DatasetSpec, register_dataset
 from seqlab.data.parallel import _Skips, read_lines
 from seqlab.data.registry import resolve
 from seqlab.errors import DataError
@@ -155,6 +162,94 @@ def label_ids(labels: Sequence[str], names: Sequence[str], where: str) -> list[i
     return out
 
 
+# -------------------------------------------------------------------------------- splits
+def hold_out(n: int, val: int, seed: int, what: str) -> tuple[list[int], list[int]]:
+    """Indices of the training and held-out validation examples (both in file order)."""
+    if not 0 < val < n:
+        raise DataError(
+            f"{what}: cannot hold out data.val_examples={val} validation examples from {n}; "
+            "expected 0 < val_examples < number of examples"
+        )
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    held = set(order[n - val :])
+    return [i for i in range(n) if i not in held], sorted(held)
+
+
+#: shortest SST-2 example considered a validation sentence (tokens)
+MIN_SENTENCE_TOKENS = 6
+
+
+def _spans(words: list[str], shortest: int = 1) -> Iterator[str]:
+    """Every contiguous span of at least ``shortest`` words, as text."""
+    for a in range(len(words)):
+        for b in range(a + shortest, len(words) + 1):
+            yield " ".join(words[a:b])
+
+
+def sentence_holdout(examples: Examples, val: int, seed: int) -> tuple[list[int], list[int], int]:
+    """Hold out ``val`` whole sentences of a phrase-level corpus (SST-2) without leakage.
+
+    A sentence is an example of at least :data:`MIN_SENTENCE_TOKENS` words that is no proper
+    span of a longer example. ``val`` of them (a seeded choice) are held out, and every example
+    that is a span of a held-out sentence (its phrases) leaves the training set.
+
+    Returns:
+        training indices, validation indices (file order), and how many phrases were dropped.
+    """
+    words = [text.split() for text, _ in examples]
+    long = [i for i, w in enumerate(words) if len(w) >= MIN_SENTENCE_TOKENS]
+    inner = {
+        span
+        for i in long
+        for span in _spans(words[i], MIN_SENTENCE_TOKENS)
+        if span.count(" ") + 1 < len(words[i])
+    }
+    sentences = [i for i in long if " ".join(words[i]) not in inner]
+    if not 0 < val < len(sentences):
+        raise DataError(
+            f"sst2: cannot hold out data.val_examples={val} sentences from {len(sentences)}"
+        )
+    random.Random(seed).shuffle(sentences)
+    held = set(sentences[:val])
+    phrases = {span for i in held for span in _spans(words[i])}
+    train = [i for i in range(len(examples)) if i not in held and " ".join(words[i]) not in phrases]
+    return train, sorted(held), len(examples) - len(held) - len(train)
+
+
+def _splits(
+    full: Examples, train: list[int], val: list[int], num_examples: int | None
+) -> dict[str, Examples]:
+    return {"train": [full[i] for i in train][:num_examples], "val": [full[i] for i in val]}
+
+
+def read_sst2(data: Any, seed: int) -> dict[str, Examples]:
+    """SST-2: ``train`` without the held-out sentences and their phrases, ``val``
+    (``data.val_examples`` whole sentences, :func:`sentence_holdout`), and ``dev``, GLUE's
+    labelled evaluation split (its test labels are not public)."""
+    full = load_sst2("train")
+    train, val, _ = sentence_holdout(full, data.val_examples, seed)
+    return _splits(full, train, val, data.num_examples) | {"dev": load_sst2("dev")}
+
+
+def read_ag_news(data: Any, seed: int) -> dict[str, Examples]:
+    """AG News: ``train`` and ``val`` (``data.val_examples`` held out of it), and ``test``."""
+    full = load_ag_news("train")
+    train, val = hold_out(len(full), data.val_examples, seed, "ag_news")
+    return _splits(full, train, val, data.num_examples) | {"test": load_ag_news("test")}
+
+
+def read_labelled_file(data: Any, seed: int) -> dict[str, Examples]:
+    """A user's file (``data.path``): ``train`` and ``val``, ``data.val_examples`` examples but at
+    most a tenth of the file."""
+    full = read_user_file(data.path, data.text_column, data.label_column)
+    if len(full) < 2:
+        raise DataError(f"{data.path}: {len(full)} usable example(s); need at least 2")
+    val_examples = min(data.val_examples, max(1, len(full) // 10))
+    train, val = hold_out(len(full), val_examples, seed, data.path)
+    return _splits(full, train, val, data.num_examples)
+
+
 # ------------------------------------------------------------------------------- batches
 @dataclass
 class ClassBatch:
@@ -246,3 +341,34 @@ class ClassificationBatches:
             return ClassBatch(self.inputs[list(idx)], None, labels)
         ids, lengths = pad_ids([self.inputs[i] for i in idx])
         return ClassBatch(ids, lengths, labels)
+
+
+register_dataset(
+    DatasetSpec(
+        "sst2",
+        "classification",
+        read_sst2,
+        labels=SST2_LABELS,
+        eval_split="dev",
+        summary="GLUE SST-2: sentiment of movie-review sentences and phrases",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        "ag_news",
+        "classification",
+        read_ag_news,
+        labels=AG_NEWS_LABELS,
+        eval_split="test",
+        summary="AG's News: topic of news articles (World, Sports, Business, Sci/Tech)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        "text-classification",
+        "classification",
+        read_labelled_file,
+        needs_path=True,
+        summary="your labelled file (data.path): TSV text<TAB>label, or CSV with a header",
+    )
+)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from typing import Any
+
+from seqlab.catalog import DatasetSpec, register_dataset
 
 MONTHS = [
     "january", "february", "march", "april", "may", "june",
@@ -84,3 +87,20 @@ def date_splits(
         "test": unique[num_val : num_val + num_test],
         "train": unique[num_val + num_test : num_val + num_test + num_train],
     }
+
+
+def read_dates(data: Any, seed: int) -> dict[str, list[tuple[str, str]]]:
+    """The ``dates`` dataset's splits: ``data.num_examples`` training pairs (20,000 unless set),
+    ``data.val_examples`` validation and as many test pairs, drawn with ``train.seed``."""
+    n = data.val_examples
+    return date_splits(num_train=data.num_examples or 20000, num_val=n, num_test=n, seed=seed)
+
+
+register_dataset(
+    DatasetSpec(
+        "dates",
+        "translation",
+        read_dates,
+        summary="written dates to ISO dates, generated: 'may 9, 1998' → 1998-05-09",
+    )
+)

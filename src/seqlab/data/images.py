@@ -11,11 +11,14 @@ from __future__ import annotations
 import gzip
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from seqlab.catalog import DatasetSpec, register_dataset
+from seqlab.data.classification import hold_out
 from seqlab.data.registry import resolve
 from seqlab.errors import DataError
 
@@ -66,6 +69,14 @@ def load_mnist(split: str) -> tuple[Tensor, Tensor]:
     return x, torch.from_numpy(labels.astype(np.int64))
 
 
+def read_mnist(data: Any, seed: int) -> dict[str, tuple[Tensor, Tensor]]:
+    """MNIST's splits: ``train`` and ``val`` (``data.val_examples`` held out of it), ``test``."""
+    x, y = load_mnist("train")
+    train, val = hold_out(len(y), data.val_examples, seed, "mnist")
+    train = train[: data.num_examples]
+    return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": load_mnist("test")}
+
+
 def load_image(path: str | Path, size: int, channels: int) -> tuple[Tensor, str | None]:
     """An image file as ``(C, size, size)`` in [0, 1], and a note when it had to be converted
     (mode or size). MNIST digits are white on black: a mostly light image is inverted (noted)."""
@@ -92,3 +103,16 @@ def load_image(path: str | Path, size: int, channels: int) -> tuple[Tensor, str 
         notes.append("inverted (light background; the model reads light digits on dark)")
         x = 1.0 - x
     return x, ("; ".join(notes) or None)
+
+
+register_dataset(
+    DatasetSpec(
+        "mnist",
+        "classification",
+        read_mnist,
+        inputs="image",
+        labels=MNIST_LABELS,
+        eval_split="test",
+        summary="MNIST handwritten digits, 28×28 grey (LeCun et al.)",
+    )
+)

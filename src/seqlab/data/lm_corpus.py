@@ -7,12 +7,15 @@ training part only: validation tokens unseen in training map to ``<unk>``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from seqlab.catalog import DatasetSpec, register_dataset
 from seqlab.data.registry import resolve
 from seqlab.data.tokenizers import (
     CharTokenizer,
@@ -100,3 +103,39 @@ def corpus_path(dataset: str, path: str | None = None) -> Path:
         f"data.dataset={dataset!r} is not a language-modelling corpus; choose one of "
         + ", ".join([*LM_FILES, "text"])
     )
+
+
+def _read_corpus(name: str) -> Callable[[Any, int], str]:
+    """The reader of ``name``'s records: the whole text (``data.path``'s for ``text``)."""
+
+    def read(data: Any, seed: int) -> str:
+        return read_text(corpus_path(name, data.path))
+
+    return read
+
+
+register_dataset(
+    DatasetSpec(
+        "timemachine",
+        "language_modeling",
+        _read_corpus("timemachine"),
+        summary="H. G. Wells, The Time Machine (the corpus of d2l.ai §9.2)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        "tinyshakespeare",
+        "language_modeling",
+        _read_corpus("tinyshakespeare"),
+        summary="Tiny Shakespeare (Karpathy's char-rnn corpus, 1.1M characters)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        "text",
+        "language_modeling",
+        _read_corpus("text"),
+        needs_path=True,
+        summary="your UTF-8 text file (data.path); its last val_fraction validates",
+    )
+)

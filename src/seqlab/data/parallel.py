@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqlab.catalog import DatasetSpec, register_dataset
 from seqlab.data import registry
 from seqlab.errors import DataError
 
@@ -226,6 +227,42 @@ def load_fra_eng(src_lang: str = "en", tgt_lang: str = "fr") -> ParallelCorpus:
     return read_tsv_pairs(registry.resolve("fra-eng", FRA_ENG_FILE), swap=src_lang == "fr")
 
 
+def multi30k_splits(
+    src_lang: str, tgt_lang: str, num_examples: int | None = None
+) -> dict[str, ParallelCorpus]:
+    """Multi30k's own splits; ``test`` is ``test_2016_flickr``, and ``num_examples`` keeps the
+    first N training pairs."""
+    out = {
+        "train": load_multi30k("train", src_lang, tgt_lang),
+        "val": load_multi30k("val", src_lang, tgt_lang),
+        "test": load_multi30k("test_2016_flickr", src_lang, tgt_lang),
+    }
+    if num_examples is not None:
+        out["train"].pairs = out["train"].pairs[:num_examples]
+    return out
+
+
+def fra_eng_splits(
+    src_lang: str,
+    tgt_lang: str,
+    val_examples: int = 1000,
+    num_examples: int | None = None,
+    seed: int = 0,
+) -> dict[str, ParallelCorpus]:
+    """fra–eng held out by :func:`split_heldout`: ``val_examples`` validation pairs, then as
+    many test pairs (validation is the same whatever the test split), of the first
+    ``num_examples`` pairs of the file (as d2l does)."""
+    corpus = load_fra_eng(src_lang, tgt_lang)
+    pairs = corpus.pairs if num_examples is None else corpus.pairs[:num_examples]
+    rest, val = split_heldout(pairs, val_examples, seed)
+    train, test = split_heldout(rest, val_examples, seed + 1)
+    return {
+        "train": ParallelCorpus(train, corpus.skipped, corpus.source),
+        "val": ParallelCorpus(val, 0, corpus.source),
+        "test": ParallelCorpus(test, 0, corpus.source),
+    }
+
+
 def load_translation_splits(
     dataset: str,
     src_lang: str,
@@ -234,36 +271,41 @@ def load_translation_splits(
     num_examples: int | None = None,
     seed: int = 0,
 ) -> dict[str, ParallelCorpus]:
-    """Train/validation (and, for Multi30k, test) pairs of a translation dataset.
+    """Train/validation/test pairs of a parallel corpus read from files (``multi30k`` or
+    ``fra-eng``); see :func:`multi30k_splits` and :func:`fra_eng_splits`.
 
     Args:
-        dataset: ``multi30k`` or ``fra-eng``.
-        val_examples: fra–eng only: pairs held out by :func:`split_heldout` for validation, and
-            as many again for test (validation is the same whatever the test split).
+        val_examples, seed: fra–eng only: the held-out pairs and their seed.
         num_examples: keep only the first N pairs: of the train split (Multi30k), or of the whole
-            file before holding out validation pairs (fra–eng, as d2l does).
-        seed: fra–eng only: the held-out split's seed.
-
-    Returns:
-        ``{"train": ..., "val": ..., "test": ...}``; Multi30k's test is ``test_2016_flickr``.
+            file before holding out validation pairs (fra–eng).
     """
     if dataset == "multi30k":
-        out = {
-            "train": load_multi30k("train", src_lang, tgt_lang),
-            "val": load_multi30k("val", src_lang, tgt_lang),
-            "test": load_multi30k("test_2016_flickr", src_lang, tgt_lang),
-        }
-        if num_examples is not None:
-            out["train"].pairs = out["train"].pairs[:num_examples]
-        return out
+        return multi30k_splits(src_lang, tgt_lang, num_examples)
     if dataset == "fra-eng":
-        corpus = load_fra_eng(src_lang, tgt_lang)
-        pairs = corpus.pairs if num_examples is None else corpus.pairs[:num_examples]
-        rest, val = split_heldout(pairs, val_examples, seed)
-        train, test = split_heldout(rest, val_examples, seed + 1)
-        return {
-            "train": ParallelCorpus(train, corpus.skipped, corpus.source),
-            "val": ParallelCorpus(val, 0, corpus.source),
-            "test": ParallelCorpus(test, 0, corpus.source),
-        }
+        return fra_eng_splits(src_lang, tgt_lang, val_examples, num_examples, seed)
     raise DataError(f"{dataset!r} is not a translation dataset; expected multi30k or fra-eng")
+
+
+def _pairs(splits: dict[str, ParallelCorpus]) -> dict[str, list[tuple[str, str]]]:
+    return {name: list(corpus.pairs) for name, corpus in splits.items()}
+
+
+register_dataset(
+    DatasetSpec(
+        "multi30k",
+        "translation",
+        lambda data, seed: _pairs(multi30k_splits(data.src_lang, data.tgt_lang, data.num_examples)),
+        summary="Multi30k task 1: image captions in en/de/fr (data.src_lang, data.tgt_lang)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        "fra-eng",
+        "translation",
+        # a fixed split (seed 0), whatever train.seed: runs with other seeds validate alike
+        lambda data, seed: _pairs(
+            fra_eng_splits(data.src_lang, data.tgt_lang, data.val_examples, data.num_examples)
+        ),
+        summary="Tatoeba English-French pairs (d2l.ai §10.5), en→fr or fr→en",
+    )
+)

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from seqlab.catalog import DatasetSpec, register_dataset
 from seqlab.data.parallel import read_lines
 from seqlab.data.registry import resolve
 from seqlab.errors import DataError
@@ -291,3 +292,36 @@ def k_step_predictions(
         out.append(nxt)
         hist = torch.cat([hist, nxt[:, None]], dim=1)  # (B, τ + step)
     return torch.stack(out, dim=1)  # (B, k)
+
+
+# ---------------------------------------------------------------------------------------- records
+register_dataset(
+    DatasetSpec(
+        "sine",
+        "forecasting",
+        lambda data, seed: sine_series(data.length, seed),
+        inputs="series",
+        summary="a noisy sine, x_t = sin(0.01 t) + 0.2 ε_t (d2l.ai §9.1), generated",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        "sunspots",
+        "forecasting",
+        lambda data, seed: load_sunspots(),
+        inputs="series",
+        summary="monthly mean sunspot numbers 1749-1983 (WDC-SILSO, Zurich series)",
+    )
+)
+register_dataset(
+    DatasetSpec(
+        "series",
+        "forecasting",
+        lambda data, seed: torch.tensor(
+            read_series_csv(data.path, data.column, data.missing), dtype=torch.float32
+        ),
+        inputs="series",
+        needs_path=True,
+        summary="your CSV (data.path): one value per row, in data.column (default: the last)",
+    )
+)

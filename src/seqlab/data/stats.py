@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from seqlab.data import registry
-from seqlab.data.lm_corpus import read_text
+from seqlab.data.lm_corpus import LM_FILES, read_text
 from seqlab.data.parallel import load_translation_splits
 from seqlab.data.tokenizers import Tokenizer
 from seqlab.data.translation_batching import (
@@ -36,7 +36,6 @@ from seqlab.errors import DataError
 from seqlab.progress import progress
 
 TRANSLATION = {"multi30k": ("en", "de"), "fra-eng": ("en", "fr")}
-LM_FILES = {"timemachine": "timemachine.txt", "tinyshakespeare": "input.txt"}
 PERCENTILES = (50, 90, 95, 99)
 
 

@@ -1,6 +1,10 @@
 """Self-contained demonstrations behind ``seqlab demo NAME``; :data:`DEMOS` says which published
 claim or figure each reproduces and where it is published (d2l.ai section, paper). Each writes PNG
-figures and a JSON of numbers."""
+figures and a JSON of numbers.
+
+:data:`DEMOS` is the one list of demos: ``seqlab demo --list``, the ``seqlab demo`` subcommands,
+their help and their output folders derive from it (the command line adds each demo's own options
+and the function it calls, :data:`seqlab.cli.tools.DEMO_COMMANDS`)."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ class Demo(NamedTuple):
     source: str  # where the claim is published: a d2l.ai section or a paper
     section: str  # what the source calls it
     shows: str  # the claim or figure reproduced
+    out: str = ""  # the default output folder, when not runs/<name>
 
 
 DEMOS: dict[str, Demo] = {
@@ -18,6 +23,7 @@ DEMOS: dict[str, Demo] = {
         "Bahdanau 2014; d2l §11.4",
         "RNNsearch; The Bahdanau Attention Mechanism",
         "attentive RNN and Transformer translate dates",
+        out="runs/demo",
     ),
     "kernel-regression": Demo(
         "d2l §11.2",

@@ -94,4 +94,8 @@ def run_dates_demo(out_dir: str | Path, threads: int = 0, log=print) -> dict[str
             log(f"    {src:28s} -> {out}")
         log(f"    attention heatmaps: {Path(r['attention_png'][0]).parent}/attention-*.png")
         log(f"    loss curves:        {r['curves_png']}")
+    served = " ".join(str(out_dir / name) for name in results)
+    log(
+        f"\nserve both (the page at http://127.0.0.1:8000/ shows their attention): seqlab serve {served}"
+    )
     return results

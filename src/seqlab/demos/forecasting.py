@@ -73,7 +73,7 @@ def run_forecasting_demo(out_dir: str | Path, threads: int = 0, log=print) -> di
         curves[f"{k}-step preds"] = (targets, preds[:, -1])
     plot_series(curves, out_dir / "forecast_k_steps.png", title="k-step-ahead predictions")
 
-    errors = model.evaluate_split("test", horizons=last_k)
+    errors = model.evaluate("test", horizons=last_k)
     horizons = torch.tensor(errors["horizons"], dtype=torch.float32)
     plot_lines(
         horizons,

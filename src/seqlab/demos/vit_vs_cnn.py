@@ -70,7 +70,7 @@ def run_vit_vs_cnn(
             clear_earlier_run(run_dir)
             started = time.monotonic()
             summary = train(cfg, run_dir)
-            scores = load(run_dir).evaluate_split("test")
+            scores = load(run_dir).evaluate("test")
             results["runs"][name].append(
                 {
                     "train_images": size,

@@ -1,29 +1,35 @@
-"""Whole models, and :func:`build_model`, the one place a model is constructed from its config."""
+"""Whole models, and :func:`build_model`, the one place a model is constructed from its config.
+
+Each architecture's module holds its config class (a :class:`seqlab.config.ModelConfigBase`), its
+model and one :func:`seqlab.catalog.register_model` line; the imports below are the registration
+lines: a new architecture is a new module plus its line here.
+"""
 
 from __future__ import annotations
 
 from torch import nn
 
-from seqlab.config import (
-    ARConfig,
-    BahdanauConfig,
-    CNNTextConfig,
-    ImageCNNConfig,
-    ModelConfig,
-    RNNClassifierConfig,
-    RNNForecasterConfig,
-    RNNLMConfig,
-    Seq2SeqConfig,
-    TransformerClassifierConfig,
-    TransformerConfig,
-    TransformerForecasterConfig,
-    TransformerLMConfig,
-    ViTConfig,
+from seqlab import catalog
+from seqlab.config import ModelConfigBase
+
+# one line per architecture module: importing it registers its architectures
+from seqlab.models import (  # noqa: F401
+    bahdanau,
+    cnn_image,
+    cnn_text,
+    forecasters,
+    rnn_classifier,
+    rnn_lm,
+    seq2seq,
+    transformer_classifier,
+    transformer_lm,
+    transformer_seq2seq,
+    vit,
 )
 
 
 def build_model(
-    cfg: ModelConfig,
+    cfg: ModelConfigBase,
     *,
     vocab_size: int | None = None,
     src_vocab_size: int | None = None,
@@ -31,68 +37,21 @@ def build_model(
     num_classes: int | None = None,
     window: int | None = None,
 ) -> nn.Module:
-    """Construct the model ``cfg`` describes (fresh weights).
+    """Construct the model ``cfg`` describes (fresh weights), with the builder registered for
+    ``cfg.arch`` (:class:`seqlab.catalog.ModelSpec`).
 
     Args:
         cfg: the ``model`` section of an experiment config.
-        vocab_size: language models' vocabulary size.
+        vocab_size: language models' and text classifiers' vocabulary size.
         src_vocab_size, tgt_vocab_size: translation models' vocabulary sizes.
+        num_classes: classifiers' number of labels.
+        window: forecasters' τ, the past values they read.
     """
-
-    def need(name: str, value: int | None) -> int:
-        if value is None:
-            raise ValueError(f"model.arch={cfg.arch} needs {name}")
-        return value
-
-    if isinstance(cfg, RNNLMConfig):
-        from seqlab.models.rnn_lm import RNNLanguageModel
-
-        return RNNLanguageModel(need("vocab_size", vocab_size), cfg)
-    if isinstance(cfg, TransformerLMConfig):
-        from seqlab.models.transformer_lm import TransformerLanguageModel
-
-        return TransformerLanguageModel(need("vocab_size", vocab_size), cfg)
-    if isinstance(cfg, Seq2SeqConfig | BahdanauConfig | TransformerConfig):
-        from seqlab.models.bahdanau import Bahdanau, BahdanauD2L
-        from seqlab.models.seq2seq import Seq2Seq
-        from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
-
-        cls = {
-            Seq2SeqConfig: Seq2Seq,
-            BahdanauConfig: Bahdanau,
-            TransformerConfig: TransformerSeq2Seq,
-        }
-        if isinstance(cfg, BahdanauConfig) and cfg.decoder == "linear":
-            cls[BahdanauConfig] = BahdanauD2L
-        src = need("src_vocab_size", src_vocab_size)
-        return cls[type(cfg)](src, need("tgt_vocab_size", tgt_vocab_size), cfg)
-    if isinstance(cfg, TransformerClassifierConfig | RNNClassifierConfig | CNNTextConfig):
-        from seqlab.models.cnn_text import CNNTextClassifier
-        from seqlab.models.rnn_classifier import RNNClassifier
-        from seqlab.models.transformer_classifier import TransformerClassifier
-
-        text = {
-            TransformerClassifierConfig: TransformerClassifier,
-            RNNClassifierConfig: RNNClassifier,
-            CNNTextConfig: CNNTextClassifier,
-        }
-        classes = need("num_classes", num_classes)
-        return text[type(cfg)](need("vocab_size", vocab_size), classes, cfg)
-    if isinstance(cfg, ViTConfig):
-        from seqlab.models.vit import VisionTransformer
-
-        return VisionTransformer(need("num_classes", num_classes), cfg)
-    if isinstance(cfg, ImageCNNConfig):
-        from seqlab.models.cnn_image import ImageCNN
-
-        return ImageCNN(need("num_classes", num_classes), cfg)
-    if isinstance(cfg, ARConfig | RNNForecasterConfig | TransformerForecasterConfig):
-        from seqlab.models.forecasters import AutoRegressive, RNNForecaster, TransformerForecaster
-
-        series = {
-            ARConfig: AutoRegressive,
-            RNNForecasterConfig: RNNForecaster,
-            TransformerForecasterConfig: TransformerForecaster,
-        }
-        return series[type(cfg)](need("window", window), cfg)
-    raise ValueError(f"no model is built for model.arch={cfg.arch!r}")
+    spec = catalog.models().get(cfg.arch)
+    if spec is None:
+        raise ValueError(
+            f"no model is built for model.arch={cfg.arch!r}; registered: "
+            + ", ".join(catalog.models())
+        )
+    sizes = catalog.Sizes(cfg.arch, vocab_size, src_vocab_size, tgt_vocab_size, num_classes, window)
+    return spec.build(cfg, sizes)

@@ -9,11 +9,26 @@ same logits alone and in a padded batch.
 
 from __future__ import annotations
 
+from typing import Annotated, ClassVar, Literal
+
 import torch
+from pydantic import Field
 from torch import Tensor, nn
 
-from seqlab.config import CNNTextConfig
+from seqlab.catalog import ModelSpec, register_model
+from seqlab.config import ModelConfigBase, Positive, Probability
 from seqlab.tokens import PAD
+
+
+class CNNTextConfig(ModelConfigBase):
+    """Convolutions of several widths over word embeddings, max-over-time pooling (Kim 2014)."""
+
+    arch: Literal["cnn_text"] = "cnn_text"
+    task: ClassVar[str] = "classification"
+    embed_dim: Positive = 128
+    widths: Annotated[list[Positive], Field(min_length=1)] = [3, 4, 5]
+    channels: Positive = 100
+    dropout: Probability = 0.5
 
 
 class CNNTextClassifier(nn.Module):
@@ -43,3 +58,13 @@ class CNNTextClassifier(nn.Module):
             keep = torch.arange(y.shape[2], device=y.device)[None, :] <= (span - w)[:, None]
             pooled.append(y.masked_fill(~keep[:, None, :], float("-inf")).amax(2))  # (B, K)
         return self.head(self.dropout(torch.cat(pooled, dim=1)))  # (B, K · widths)
+
+
+register_model(
+    ModelSpec(
+        CNNTextConfig,
+        lambda cfg, sizes: CNNTextClassifier(
+            sizes.need("vocab_size"), sizes.need("num_classes"), cfg
+        ),
+    )
+)

@@ -7,13 +7,31 @@ of the outputs over real positions. Sequences are packed, so padding never reach
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from seqlab.config import RNNClassifierConfig
+from seqlab.catalog import ModelSpec, register_model
+from seqlab.config import ModelConfigBase, Positive, Probability
 from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.tokens import PAD
+
+
+class RNNClassifierConfig(ModelConfigBase):
+    """GRU/LSTM (optionally bidirectional) over tokens; the final states or pooled outputs feed a
+    linear head."""
+
+    arch: Literal["rnn_classifier"] = "rnn_classifier"
+    task: ClassVar[str] = "classification"
+    cell: Literal["gru", "lstm"] = "lstm"
+    embed_dim: Positive = 128
+    hidden_size: Positive = 128
+    num_layers: Positive = 1
+    bidirectional: bool = True
+    pooling: Literal["last", "mean", "max"] = "max"
+    dropout: Probability = 0.3
 
 
 class RNNClassifier(nn.Module):
@@ -52,3 +70,11 @@ class RNNClassifier(nn.Module):
             pool = masked_mean if self.pooling == "mean" else masked_max
             pooled = pool(y, lengths)  # (B, D·H)
         return self.head(self.dropout(pooled))  # (B, C)
+
+
+register_model(
+    ModelSpec(
+        RNNClassifierConfig,
+        lambda cfg, sizes: RNNClassifier(sizes.need("vocab_size"), sizes.need("num_classes"), cfg),
+    )
+)

@@ -6,25 +6,75 @@ Notation (every shape comment uses it):
 
 The model predicts token t+1 from tokens ≤ t (d2l.ai §9.5–9.6, Mikolov et al. 2010); it is
 unidirectional. State is explicit, as everywhere in :mod:`seqlab.nn.rnn`: ``forward`` takes and
-returns it, so a long text can be read in consecutive chunks and generation can carry it token by
-token instead of re-reading the prefix.
+returns it, so a long text can be read in consecutive chunks and generation
+(:func:`seqlab.models.language_model.generate`) can carry it token by token instead of re-reading
+the prefix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Annotated, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
 
-from seqlab.config import RNNLMConfig
+from seqlab import catalog
+from seqlab.catalog import ModelSpec, register_model
+from seqlab.config import CellName, ModelConfigBase, NonNegative, Positive, Probability
+from seqlab.deprecation import renamed_value
 from seqlab.errors import ConfigError
+from seqlab.models.language_model import CausalLM
 from seqlab.nn.rnn import RNN, State
-from seqlab.nn.sampling import next_token
 
 
-class RNNLanguageModel(nn.Module):
+class RNNLMConfig(ModelConfigBase):
+    """Recurrent language model: embedding (or one-hot) → stacked RNN → linear to vocabulary."""
+
+    arch: Literal["rnn_lm"] = "rnn_lm"
+    task: ClassVar[str] = "language_modeling"
+    cell: CellName = "lstm"
+    backend: Literal["scratch", "fused"] = "fused"
+    embed_dim: NonNegative = Field(0, description="0 feeds one-hot vectors, as in d2l")
+    hidden_size: Positive = 256
+    num_layers: Positive = 2
+    dropout: Probability = 0.0
+    tie_weights: bool = False
+    truncation: Literal["regular", "randomized"] = Field(
+        "regular", description="randomized: truncated BPTT of random length (d2l.ai §9.7.1)"
+    )
+    truncation_keep: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        0.9, description="randomized truncation: π, the chance the gradient passes a step"
+    )
+
+    @field_validator("cell", mode="before")
+    @classmethod
+    def _renamed_cell(cls, value: object) -> object:
+        return renamed_value("model.cell", value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RNNLMConfig:
+        if self.truncation == "randomized" and self.backend != "scratch":
+            raise ValueError(
+                "truncation: randomized acts between time steps, inside the recurrent loop; "
+                "set backend: scratch"
+            )
+        cell = catalog.cells()[self.cell]
+        if cell.fused is None and self.backend == "fused":
+            raise ValueError(
+                f"cell {self.cell} has no fused backend ({cell.why_not_fused}); "
+                "set backend: scratch"
+            )
+        if self.tie_weights and self.embed_dim != self.hidden_size:
+            raise ValueError(
+                f"tie_weights needs embed_dim == hidden_size (> 0), got embed_dim={self.embed_dim}, "
+                f"hidden_size={self.hidden_size}"
+            )
+        return self
+
+
+class RNNLanguageModel(CausalLM):
     """Next-token model over a vocabulary of V tokens.
 
     Args:
@@ -84,6 +134,10 @@ class RNNLanguageModel(nn.Module):
         dtype = self.output.weight.dtype
         return self.rnn.begin_state(batch_size, device=device, dtype=dtype)
 
+    def init_state(self, batch_size: int) -> None:
+        """Generation starts from the zero state, which ``forward`` builds for ``None``."""
+        return None
+
     def forward(self, tokens: Tensor, state: State | None = None) -> tuple[Tensor, State]:
         """Logits for the next token at every position, and the state after the last one.
 
@@ -102,54 +156,6 @@ class RNNLanguageModel(nn.Module):
         return logits, state
 
 
-@torch.no_grad()
-def generate(
-    model: RNNLanguageModel,
-    prefix_ids: list[int],
-    num_tokens: int,
-    strategy: str = "greedy",
-    temperature: float = 1.0,
-    top_k: int = 0,
-    generator: torch.Generator | None = None,
-    never: Sequence[int] = (),
-) -> list[int]:
-    """Continue ``prefix_ids`` by ``num_tokens`` tokens; returns the new tokens only.
-
-    The prefix is read in one forward pass (the warm-up); then each new token is fed alone with
-    the carried state, so nothing is recomputed. The model is in eval mode while generating
-    (its previous mode is restored).
-
-    Args:
-        model: the language model.
-        prefix_ids: at least one token id.
-        num_tokens: how many tokens to emit (≥ 0).
-        strategy: ``greedy`` (argmax) or ``sample`` (from softmax(logits / temperature)).
-        temperature: > 0; below 1 sharpens, above 1 flattens (sampling only).
-        top_k: sample among the k most likely tokens only; 0 means all (sampling only).
-        generator: random generator for sampling, for reproducible draws.
-        never: token ids never generated (see :func:`seqlab.nn.sampling.next_token`).
-    """
-    if strategy not in ("greedy", "sample"):
-        raise ValueError(f"strategy must be 'greedy' or 'sample', got {strategy!r}")
-    if not prefix_ids:
-        raise ValueError("prefix_ids is empty: generation needs at least one token to start from")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be positive, got {temperature}")
-    if top_k < 0 or num_tokens < 0:
-        raise ValueError(f"top_k and num_tokens must be ≥ 0, got {top_k} and {num_tokens}")
-    was_training = model.training
-    model.eval()
-    try:
-        device = model.output.weight.device
-        prefix = torch.tensor([prefix_ids], dtype=torch.long, device=device)  # (1, T)
-        logits, state = model(prefix)  # (1, T, V)
-        new_ids: list[int] = []
-        for i in range(num_tokens):
-            token = int(next_token(logits[:, -1], strategy, temperature, top_k, generator, never))
-            new_ids.append(token)
-            if i + 1 < num_tokens:  # the last token's logits are not needed
-                step = torch.tensor([[token]], dtype=torch.long, device=device)  # (1, 1)
-                logits, state = model(step, state)  # (1, 1, V)
-    finally:
-        model.train(was_training)
-    return new_ids
+register_model(
+    ModelSpec(RNNLMConfig, lambda cfg, sizes: RNNLanguageModel(sizes.need("vocab_size"), cfg))
+)

@@ -18,13 +18,28 @@ The encoder–decoder interface is :class:`seqlab.models.encoder_decoder.Encoder
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from seqlab.config import Seq2SeqConfig
+from seqlab.catalog import ModelSpec, register_model
+from seqlab.config import ModelConfigBase, Positive, Probability
 from seqlab.models.encoder_decoder import EncoderDecoder
+
+
+class Seq2SeqConfig(ModelConfigBase):
+    """RNN encoder–decoder (Sutskever et al. 2014 / Cho et al. 2014)."""
+
+    arch: Literal["seq2seq"] = "seq2seq"
+    task: ClassVar[str] = "translation"
+    cell: Literal["gru", "lstm"] = "gru"
+    embed_dim: Positive = 256
+    hidden_size: Positive = 512
+    num_layers: Positive = 2
+    dropout: Probability = 0.2
+
 
 #: decoder RNN state: ``h`` (L, B, H) for the GRU, ``(h, c)`` for the LSTM (PyTorch's layout).
 RNNState = Tensor | tuple[Tensor, Tensor]
@@ -105,3 +120,11 @@ class Seq2Seq(EncoderDecoder):
     def reorder_state(self, state: RNNState, indices: Tensor) -> RNNState:
         """Rows ``indices`` of the decoder state."""
         return _index_state(state, indices)
+
+
+register_model(
+    ModelSpec(
+        Seq2SeqConfig,
+        lambda cfg, sizes: Seq2Seq(sizes.need("src_vocab_size"), sizes.need("tgt_vocab_size"), cfg),
+    )
+)

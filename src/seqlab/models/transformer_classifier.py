@@ -9,13 +9,39 @@ padding never changes a sentence's logits.
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 import torch
+from pydantic import model_validator
 from torch import Tensor, nn
 
-from seqlab.config import TransformerClassifierConfig
+from seqlab.catalog import ModelSpec, register_model
+from seqlab.config import ModelConfigBase, Positive, Probability, check_heads
 from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.nn.transformer import Encoder
 from seqlab.tokens import BOS
+
+
+class TransformerClassifierConfig(ModelConfigBase):
+    """Transformer encoder over tokens, pooled (a [CLS] token or the mean of the real positions),
+    then a linear classification head."""
+
+    arch: Literal["transformer_classifier"] = "transformer_classifier"
+    task: ClassVar[str] = "classification"
+    d_model: Positive = 128
+    num_heads: Positive = 4
+    num_layers: Positive = 2
+    d_ff: Positive = 512
+    dropout: Probability = 0.1
+    max_len: Positive = 512
+    positional: Literal["sinusoidal", "learned"] = "learned"
+    norm: Literal["post", "pre"] = "pre"
+    pooling: Literal["cls", "mean", "max"] = "mean"
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerClassifierConfig:
+        check_heads(self.d_model, self.num_heads)
+        return self
 
 
 class TransformerClassifier(nn.Module):
@@ -62,3 +88,13 @@ class TransformerClassifier(nn.Module):
         x, lens = self._inputs(tokens, lengths)
         _, weights = self.encoder(x, lens, need_weights=True)
         return weights or []
+
+
+register_model(
+    ModelSpec(
+        TransformerClassifierConfig,
+        lambda cfg, sizes: TransformerClassifier(
+            sizes.need("vocab_size"), sizes.need("num_classes"), cfg
+        ),
+    )
+)

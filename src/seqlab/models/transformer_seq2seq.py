@@ -25,13 +25,38 @@ Cross-attention weights for plotting come from the last decoder layer, averaged 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
+from pydantic import model_validator
 from torch import Tensor, nn
 
-from seqlab.config import TransformerConfig
+from seqlab.catalog import ModelSpec, register_model
+from seqlab.config import ModelConfigBase, Positive, Probability, check_heads
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.nn.attention import KVCache
 from seqlab.nn.transformer import Decoder, DecoderCache, Encoder
+
+
+class TransformerConfig(ModelConfigBase):
+    """Encoder–decoder Transformer (Vaswani et al. 2017)."""
+
+    arch: Literal["transformer"] = "transformer"
+    task: ClassVar[str] = "translation"
+    d_model: Positive = 256
+    num_heads: Positive = 4
+    encoder_layers: Positive = 4
+    decoder_layers: Positive = 4
+    d_ff: Positive = 1024
+    dropout: Probability = 0.1
+    max_len: Positive = 512
+    norm: Literal["post", "pre"] = "post"
+    share_embeddings: bool = False
+    tie_output: bool = True
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TransformerConfig:
+        check_heads(self.d_model, self.num_heads)
+        return self
 
 
 @dataclass(frozen=True)
@@ -168,3 +193,13 @@ class TransformerSeq2Seq(EncoderDecoder):
     def reorder_state(self, state: TransformerState, indices: Tensor) -> TransformerState:
         """Rows ``indices`` of the self-attention caches."""
         return TransformerState(tuple(_index_kv(kv, indices) for kv in state.self_kv))
+
+
+register_model(
+    ModelSpec(
+        TransformerConfig,
+        lambda cfg, sizes: TransformerSeq2Seq(
+            sizes.need("src_vocab_size"), sizes.need("tgt_vocab_size"), cfg
+        ),
+    )
+)

@@ -18,7 +18,11 @@ One layer class, :class:`RNN`, has two backends behind the same interface:
 * ``scratch``: the equations, in the cells below. All input projections of a sequence are computed
   in one matmul before the time loop, which then does only the recurrent matmul per step.
 * ``fused``: ``nn.RNN`` / ``nn.GRU`` / ``nn.LSTM`` (their C++ kernels); the peephole LSTM, the
-  reset-before GRU and the output-gated RNN have none (:data:`SCRATCH_ONLY`).
+  reset-before GRU and the output-gated RNN have none.
+
+Each cell is registered by one record (:class:`seqlab.catalog.CellSpec`, after the cell classes):
+its ``model.cell`` name, its class and PyTorch's fused layer for it, if any. ``model.cell``'s
+choices, :func:`make_cell` and the layer's backends derive from these records.
 
 State is explicit and never stored on a module: a tensor ``h`` (L*D, B, H) for the RNN and GRU, a
 tuple ``(h, c)`` of two such tensors for the LSTMs, laid out as in PyTorch (index ``layer*D +
@@ -29,27 +33,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-CELL_NAMES = (
-    "rnn",
-    "rnn_relu",
-    "gru",
-    "gru_reset_before",
-    "output_gated_rnn",
-    "lstm",
-    "peephole_lstm",
-)
-#: cells PyTorch has no fused layer for, and why
-SCRATCH_ONLY = {
-    "peephole_lstm": "nn.LSTM has no peephole connections",
-    "gru_reset_before": "nn.GRU applies the reset gate after the recurrent matmul",
-    "output_gated_rnn": "PyTorch has no such layer",
-}
+from seqlab import catalog
+from seqlab.catalog import CellSpec, register_cell
+
 BACKENDS = ("scratch", "fused")
 
 #: ``h`` (L*D, B, H) for rnn/rnn_relu/gru; ``(h, c)`` for lstm/peephole_lstm.
@@ -291,23 +284,43 @@ class PeepholeLSTMCell(_Cell):
         return (h, c)
 
 
+# ---------------------------------------------------------------------------------------- records
+# one record per cell: model.cell's name, the scratch cell, PyTorch's fused layer (or why none)
+register_cell(CellSpec("rnn", RNNCell, {"nonlinearity": "tanh"}, fused=nn.RNN))
+register_cell(
+    CellSpec(
+        "rnn_relu", RNNCell, {"nonlinearity": "relu"}, fused=partial(nn.RNN, nonlinearity="relu")
+    )
+)
+register_cell(CellSpec("gru", GRUCell, fused=nn.GRU))
+register_cell(
+    CellSpec(
+        "gru_reset_before",
+        GRUResetBeforeCell,
+        why_not_fused="nn.GRU applies the reset gate after the recurrent matmul",
+    )
+)
+register_cell(
+    CellSpec("output_gated_rnn", OutputGatedRNNCell, why_not_fused="PyTorch has no such layer")
+)
+register_cell(CellSpec("lstm", LSTMCell, fused=nn.LSTM))
+register_cell(
+    CellSpec("peephole_lstm", PeepholeLSTMCell, why_not_fused="nn.LSTM has no peephole connections")
+)
+
+
+def cell_spec(cell: str) -> CellSpec:
+    """The record of the cell called ``cell`` (:func:`seqlab.catalog.cells`)."""
+    known = catalog.cells()
+    if cell not in known:
+        raise ValueError(f"unknown cell {cell!r}; choose one of {', '.join(known)}")
+    return known[cell]
+
+
 def make_cell(cell: str, input_size: int, hidden_size: int) -> _Cell:
-    """The scratch cell called ``cell`` (one of :data:`CELL_NAMES`)."""
-    if cell == "rnn":
-        return RNNCell(input_size, hidden_size, "tanh")
-    if cell == "rnn_relu":
-        return RNNCell(input_size, hidden_size, "relu")
-    if cell == "gru":
-        return GRUCell(input_size, hidden_size)
-    if cell == "gru_reset_before":
-        return GRUResetBeforeCell(input_size, hidden_size)
-    if cell == "output_gated_rnn":
-        return OutputGatedRNNCell(input_size, hidden_size)
-    if cell == "lstm":
-        return LSTMCell(input_size, hidden_size)
-    if cell == "peephole_lstm":
-        return PeepholeLSTMCell(input_size, hidden_size)
-    raise ValueError(f"unknown cell {cell!r}; choose one of {', '.join(CELL_NAMES)}")
+    """The scratch cell called ``cell`` (a registered :class:`~seqlab.catalog.CellSpec`)."""
+    spec = cell_spec(cell)
+    return spec.cell(input_size, hidden_size, **spec.options)
 
 
 # ------------------------------------------------------------------------------------------ layer
@@ -315,8 +328,8 @@ class RNN(nn.Module):
     """Stacked, optionally bidirectional, batch-first recurrent layer with two backends.
 
     Args:
-        cell: one of ``rnn`` (tanh), ``rnn_relu``, ``gru``, ``gru_reset_before``,
-            ``output_gated_rnn``, ``lstm``, ``peephole_lstm``.
+        cell: a registered cell (:func:`seqlab.catalog.cells`): ``rnn`` (tanh), ``rnn_relu``,
+            ``gru``, ``gru_reset_before``, ``output_gated_rnn``, ``lstm``, ``peephole_lstm``.
         input_size: I, features per time step.
         hidden_size: H, features of each direction's hidden state.
         num_layers: L; layer l > 0 reads the (B, T, D*H) output of layer l-1.
@@ -352,13 +365,12 @@ class RNN(nn.Module):
                 "randomized truncation needs backend='scratch' (it acts between time steps) and "
                 f"0 < truncation_keep <= 1, got backend={backend!r}, keep={truncation_keep}"
             )
-        if cell not in CELL_NAMES:
-            raise ValueError(f"unknown cell {cell!r}; choose one of {', '.join(CELL_NAMES)}")
+        spec = cell_spec(cell)
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose 'scratch' or 'fused'")
-        if backend == "fused" and cell in SCRATCH_ONLY:
+        if backend == "fused" and spec.fused is None:
             raise ValueError(
-                f"cell {cell!r} has no fused backend ({SCRATCH_ONLY[cell]}); use backend='scratch'"
+                f"cell {cell!r} has no fused backend ({spec.why_not_fused}); use backend='scratch'"
             )
         if num_layers < 1 or input_size < 1 or hidden_size < 1:
             raise ValueError(
@@ -376,7 +388,7 @@ class RNN(nn.Module):
         self.num_directions = 2 if bidirectional else 1
         self.backend = backend
         self.truncation_keep = truncation_keep
-        self.state_size = 2 if cell in ("lstm", "peephole_lstm") else 1
+        self.state_size = spec.cell.state_size  # 1 for h, 2 for (h, c)
         if backend == "scratch":
             # cells[layer * D + direction], the order of PyTorch's state layout
             self.cells = nn.ModuleList(
@@ -385,8 +397,14 @@ class RNN(nn.Module):
                 for _ in range(self.num_directions)
             )
         else:
-            self.fused = _make_fused(
-                cell, input_size, hidden_size, num_layers, dropout, bidirectional
+            # dropout acts between layers only, so it is 0 with one layer
+            self.fused = spec.fused(
+                input_size,
+                hidden_size,
+                num_layers,
+                batch_first=True,
+                dropout=dropout if num_layers > 1 else 0.0,
+                bidirectional=bidirectional,
             )
 
     @property
@@ -529,38 +547,6 @@ class RNN(nn.Module):
         new.load_state_dict(state_dict)
         new.train(self.training)
         return new
-
-
-def _make_fused(
-    cell: str,
-    input_size: int,
-    hidden_size: int,
-    num_layers: int,
-    dropout: float,
-    bidirectional: bool,
-) -> nn.RNNBase:
-    """The PyTorch module for ``cell``; dropout only between layers, so 0 when L = 1."""
-    dropout = dropout if num_layers > 1 else 0.0
-    if cell in ("rnn", "rnn_relu"):
-        nonlinearity = "tanh" if cell == "rnn" else "relu"
-        return nn.RNN(
-            input_size,
-            hidden_size,
-            num_layers,
-            nonlinearity=nonlinearity,
-            batch_first=True,
-            dropout=dropout,
-            bidirectional=bidirectional,
-        )
-    module = nn.GRU if cell == "gru" else nn.LSTM
-    return module(
-        input_size,
-        hidden_size,
-        num_layers,
-        batch_first=True,
-        dropout=dropout,
-        bidirectional=bidirectional,
-    )
 
 
 def randomly_truncate(state: tuple[Tensor, ...], keep: float) -> tuple[Tensor, ...]:

@@ -417,6 +417,7 @@ def _stream(batcher: Batcher, work: Any, timeout_s: float) -> Response:
                 return
         finally:
             job.cancelled.set()  # the client left or the stream ended: stop generating
+            job.future.cancel()  # and let nobody wait for its result
 
     return StreamingResponse(
         body(),

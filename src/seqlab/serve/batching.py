@@ -2,9 +2,11 @@
 
 Each model has one :class:`Batcher`: a bounded queue and one worker thread. A request handler
 (on the asyncio event loop) puts a :class:`Job` in the queue and awaits its future; the worker
-takes the first job waiting, then keeps taking jobs for up to ``batch_wait_ms`` milliseconds or
-until ``max_batch`` texts are gathered, runs them as one batch (the model's handler groups them
-by decoding options) and hands each job its own result back on the event loop. The event loop
+takes the first job waiting and, when more are waiting already, keeps taking jobs for up to
+``batch_wait_ms`` milliseconds or until ``max_batch`` texts are gathered (a lone request runs at
+once), runs them as one batch (the model's handler groups them by decoding options) and hands
+each job its own result back on the event loop. While a batch runs, the next requests queue up:
+under load, batches fill by themselves. The event loop
 never runs a model, so ``/health`` answers while a long batch runs; PyTorch releases the GIL
 inside its operators, so the loop keeps serving.
 
@@ -67,7 +69,8 @@ class Batcher:
             exception, given to that job alone) per job, in order. An exception raised by
             ``run`` goes to every job of the batch.
         max_batch: texts per batch (a single larger job still runs, alone).
-        wait_s: how long a batch waits for more jobs after its first.
+        wait_s: how long a batch waits for more jobs after its first, when others are
+            queued already.
         max_queue: jobs waiting; :meth:`submit` raises :class:`QueueFull` beyond it.
     """
 
@@ -138,7 +141,10 @@ class Batcher:
             if first is None:
                 break
             batch, texts = [first], first.size
-            deadline = time.monotonic() + self.wait_s
+            # wait for more only when others are waiting already (a busy server): a lone
+            # request runs at once, so one client pays no batching delay
+            wait = self.wait_s if self._queue.qsize() > 0 else 0.0
+            deadline = time.monotonic() + wait
             while texts < self.max_batch:
                 remaining = deadline - time.monotonic()
                 try:

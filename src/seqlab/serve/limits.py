@@ -41,7 +41,7 @@ class Limits(BaseModel):
     )
     max_batch: PositiveInt = Field(64, description="texts decoded together in one batch")
     batch_wait_ms: NonNegativeFloat = Field(
-        5.0, description="how long a batch waits for more requests before it runs"
+        5.0, description="how long a batch waits for more requests, when some are queued"
     )
 
 

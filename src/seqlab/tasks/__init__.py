@@ -1,8 +1,10 @@
 """Tasks: data + model + loss + metric + inference for one problem.
 
 Each module here is one task (see :mod:`seqlab.tasks.base` for what it provides); ``TASKS`` maps
-the task names that model configs declare (``ModelConfig.task``) to them. Adding a task means
-adding its module here and its model configs and models.
+the task names that model configs declare (``ModelConfigBase.task``) to them. Adding a task means
+adding its module here and its model configs and models. Its predictors (``PREDICTORS``) declare
+what its trained runs offer: :func:`predictors` lists them for the command line, which builds
+its options from their declarations.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from seqlab.precision import resolve_precision
 from seqlab.rundir import RunDir
 from seqlab.tasks import classification, forecasting, language_modeling, translation
 from seqlab.tasks.base import Experiment, Predictor
+from seqlab.tasks.options import Option
 
 TASKS: dict[str, ModuleType] = {
     "language_modeling": language_modeling,
@@ -44,10 +47,25 @@ def load(run_dir: str | Path, which: str = "best", precision: str | None = None)
     if precision is not None and precision not in ("fp32", "bf16"):
         raise ConfigError(f"precision must be fp32 or bf16, got {precision!r}")
     run = RunDir(run_dir).open(which)
-    predictor = task_of(run.cfg).load(run)
+    predictor = predictor_for(run.cfg).load(run)
     if precision is not None:
         predictor.precision = resolve_precision(precision)
     return predictor
+
+
+def predictors() -> list[type[Predictor]]:
+    """Every kind of trained run, task by task (text and image classifiers are two kinds)."""
+    return [kind for task in TASKS.values() for kind in task.PREDICTORS]
+
+
+def predictor_for(cfg: ExperimentConfig) -> type[Predictor]:
+    """The kind of run ``cfg`` trains: the first predictor of its task that accepts it."""
+    return next(kind for kind in task_of(cfg).PREDICTORS if kind.accepts(cfg))
+
+
+def declarations(command: str) -> list[tuple[type[Predictor], Option]]:
+    """The options of ``command`` as every kind of run declares them (kind, option)."""
+    return [(kind, o) for kind in predictors() for o in kind.options_for(command)]
 
 
 def artefacts() -> set[str]:

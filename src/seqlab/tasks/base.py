@@ -1,21 +1,40 @@
 """What every task provides: an :class:`Experiment` to train, a :class:`Predictor` to use.
 
-A task (language modelling, translation, …) is one module of :mod:`seqlab.tasks` with
+A task (language modelling, translation, …) is a module (or package) of :mod:`seqlab.tasks` with
 
 - ``ARTEFACTS``: the files it writes into a run directory besides the config and checkpoints
   (vocabularies, tokenizers, label lists);
 - ``build_experiment(cfg, run_dir) -> Experiment``: data, model, loss and metric for training
   (``run_dir`` when resuming: the run's own artefacts are then reused, never rebuilt);
-- ``load(run) -> Predictor``: the trained model, from the run directory alone.
+- ``PREDICTORS``: its :class:`Predictor` classes, one per kind of run it loads (text and image
+  classifiers are two kinds of one task), each saying which configs it takes (``accepts``);
+  ``load(run)`` gives the trained model from the run directory alone.
 
-A run directory is a complete model: :meth:`seqlab.rundir.RunDir.open` and a task's ``load`` read
-only ``config.yaml``, the artefacts and a checkpoint — never the training data, and nothing of
-:mod:`seqlab.training`.
+**The interface.** A :class:`Predictor` declares once what a trained model offers, and every
+consumer (the command line, the server, Python code) goes through it:
+
+- ``load(run)`` (a class method): the model, its artefacts and weights;
+- ``predict(inputs, **options)`` -> :class:`~seqlab.tasks.report.Prediction`: outputs for inputs
+  (translations, labels, a forecast, generated text), printed by its ``lines()``;
+- ``evaluate(split=None, files=None, **options)`` -> :class:`~seqlab.tasks.report.Report`: scores
+  on a split of the run's dataset or on the user's files, with ``format()`` for a terminal and
+  ``to_json()``;
+- ``options``: the command-line options of its commands and the figures it draws
+  (:class:`~seqlab.tasks.options.Option`); each one is a keyword argument of ``predict`` or ``evaluate``;
+- ``check(command, options)``: option combinations refused before any work (the engine of a
+  translation, attention of a model that has none).
+
+Each task adds the methods of its own Python API (``translate``, ``classify``, ``generate``, …).
+
+A run directory is a complete model: :meth:`seqlab.rundir.RunDir.open` and a predictor's ``load``
+read only ``config.yaml``, the artefacts and a checkpoint — never the training data, and nothing
+of :mod:`seqlab.training`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, ClassVar
@@ -28,6 +47,8 @@ from seqlab.errors import SeqlabError
 from seqlab.objective import Batches, LossFn, Selection
 from seqlab.precision import Resolved, resolve_precision
 from seqlab.rundir import Run
+from seqlab.tasks.options import COMMON, Option
+from seqlab.tasks.report import Prediction, Report
 
 
 @dataclass
@@ -67,8 +88,8 @@ class WrongTask(SeqlabError, AttributeError):
     """A predictor was asked for something its task cannot do (``generate`` on a translator)."""
 
 
-class Predictor:
-    """A trained model loaded from its run directory; each task adds its methods.
+class Predictor(ABC):
+    """A trained model loaded from its run directory: what every task offers (module docstring).
 
     Args:
         model: the ``nn.Module`` (put in eval mode).
@@ -79,22 +100,97 @@ class Predictor:
         precision: evaluation/decoding precision (``decode.precision`` resolved).
     """
 
+    #: the task of the run's model config (``translation``), which :mod:`seqlab.tasks` maps to
+    #: the task's module
     task: ClassVar[str] = ""
-    #: the public methods of this task, listed when a wrong one is asked for
-    capabilities: ClassVar[tuple[str, ...]] = ()
-    #: the ``seqlab`` commands that use this task's runs
+    #: how messages name a run of this kind (``text classification``)
+    kind: ClassVar[str] = ""
+    #: the ``seqlab`` commands that use this kind of run (``evaluate`` calls :meth:`evaluate`,
+    #: the others :meth:`predict`)
     commands: ClassVar[tuple[str, ...]] = ("evaluate",)
+    #: the command-line options of those commands, beyond :data:`~seqlab.tasks.options.COMMON`
+    options: ClassVar[tuple[Option, ...]] = ()
+    #: per command, how a run of this kind is used (appended to the message refusing an option)
+    usage: ClassVar[dict[str, str]] = {}
+    #: the public methods, listed when a wrong one is asked for
+    capabilities: ClassVar[tuple[str, ...]] = ("predict", "evaluate")
 
     def __init__(self, model: nn.Module, cfg: ExperimentConfig, run: Run | None = None) -> None:
         self.model, self.cfg, self.run = model.eval(), cfg, run
         self.precision: Resolved = resolve_precision(cfg.decode.precision)
+
+    # ----------------------------------------------------------------- written by each task
+    @classmethod
+    @abstractmethod
+    def load(cls, run: Run) -> Predictor:
+        """The trained model of ``run``, from the run directory alone (its config, artefacts
+        and checkpoint; never the training data)."""
+
+    @abstractmethod
+    def predict(self, inputs: Any, **options: Any) -> Prediction:
+        """The model's outputs for ``inputs``; ``options`` are the declared ones of the task's
+        own command (``translate``, ``classify``, ``forecast``, ``generate``)."""
+
+    @abstractmethod
+    def evaluate(
+        self,
+        split: str | None = None,
+        files: Mapping[str, str | Path] | None = None,
+        **options: Any,
+    ) -> Report:
+        """Scores on a ``split`` of the run's dataset (default: the task's evaluation split), or
+        on the user's ``files`` (keyed by the declared ``file`` options: ``{"src": …, "ref":
+        …}``); ``options`` are the declared ones of ``evaluate``."""
+
+    def check(self, command: str, options: Mapping[str, Any]) -> None:
+        """Refuse a combination of ``options`` (``{dest: value}``) of ``command`` before any
+        work; the command line calls it right after loading. Nothing by default."""
+        return None
+
+    @classmethod
+    def accepts(cls, cfg: ExperimentConfig) -> bool:
+        """Whether runs of ``cfg`` are of this kind (a task with one kind takes all of its own)."""
+        return True
+
+    # --------------------------------------------------------------------- derived, shared
+    @classmethod
+    def options_for(cls, command: str) -> tuple[Option, ...]:
+        """The options ``command`` takes for this kind of run (the common ones first)."""
+        return tuple(o for o in (*COMMON, *cls.options) if command in o.commands)
+
+    def evaluate_split(self, split: str | None = None, **options: Any) -> Report:
+        """Older name of :meth:`evaluate` on a split (kept for existing code)."""
+        return self.evaluate(split, **options)
+
+    def _source(
+        self, split: str | None, files: Mapping[str, str | Path] | None, default: str
+    ) -> tuple[str | None, dict[str, str]]:
+        """The split to score (``default`` when neither it nor files are given) and the files
+        (checked against the declared ``file`` options of ``evaluate``)."""
+        files = {k: str(v) for k, v in (files or {}).items() if v}
+        if split is not None and files:
+            raise SeqlabError("score either a dataset --split or your own files, not both")
+        roles = [o for o in self.options_for("evaluate") if o.role == "file"]
+        unknown = sorted(set(files) - {o.dest for o in roles})
+        if unknown:
+            takes = ", ".join(o.dest for o in roles) or "none"
+            raise SeqlabError(
+                f"a {self.kind} run scores files {takes}, not {', '.join(unknown)}"
+                + (f" ({self.usage['evaluate']})" if "evaluate" in self.usage else "")
+            )
+        return (None if files else split or default), files
+
+    @property
+    def checkpoint(self) -> str | None:
+        """The checkpoint file the weights come from (None for a model being trained)."""
+        return str(self.run.checkpoint) if self.run is not None else None
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
         where = self.run.run_dir if self.run is not None else "this"
         raise WrongTask(
-            f"{where} holds a {self.task.replace('_', ' ')} model "
+            f"{where} holds a {self.kind or self.task.replace('_', ' ')} model "
             f"(model.arch={self.cfg.model.arch}), which has no {name!r}; it offers: "
             + ", ".join(self.capabilities)
         )

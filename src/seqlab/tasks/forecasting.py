@@ -8,12 +8,13 @@ back: x̂_{t+k} is computed from observations up to t only (see
 step t of a split, predicted from the observations before t − h + 1.
 
 A run directory holds ``series.json`` (window, scaling, season) besides the config and
-checkpoints; :func:`load` needs nothing else.
+checkpoints; :meth:`Forecaster.load` needs nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab import catalog
 from seqlab.config import ExperimentConfig
 from seqlab.data.series import (
     Scaler,
@@ -29,9 +31,7 @@ from seqlab.data.series import (
     check_values,
     chronological_split,
     k_step_predictions,
-    load_sunspots,
     read_series_csv,
-    sine_series,
     windows,
 )
 from seqlab.errors import CheckpointError, SeqlabError
@@ -39,6 +39,8 @@ from seqlab.io import atomic_write_json, read_format_json
 from seqlab.models import build_model
 from seqlab.objective import LossOutput, Selection
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
+from seqlab.tasks.options import Option
+from seqlab.tasks.report import Prediction, Report
 
 ARTEFACTS = ("series.json",)
 #: horizons measured when none is asked for
@@ -47,14 +49,9 @@ SERIES_FORMAT = "seqlab.series/1"
 
 
 def load_series(cfg: ExperimentConfig) -> Tensor:
-    """The configured series, unscaled, ``(N,)``."""
-    d = cfg.data
-    if d.dataset == "sine":
-        return sine_series(d.length, cfg.train.seed)
-    if d.dataset == "sunspots":
-        return load_sunspots()
-    assert d.path is not None
-    return torch.tensor(read_series_csv(d.path, d.column, d.missing), dtype=torch.float32)
+    """The configured series, unscaled, ``(N,)``, from the dataset's reader
+    (:attr:`seqlab.catalog.DatasetSpec.read`)."""
+    return catalog.datasets()[cfg.data.dataset].read(cfg.data, cfg.train.seed)
 
 
 def split_of(cfg: ExperimentConfig, n: int) -> Split:
@@ -81,18 +78,121 @@ def horizon_errors(
 
 
 # ------------------------------------------------------------------------------ inference
+@dataclass
+class Forecast(Prediction):
+    """The values predicted after a history (``source`` says where it came from)."""
+
+    source: str
+    history: list[float]
+    values: list[float]
+
+    def lines(self) -> list[str]:
+        """``index<TAB>value``: the index each value would have in the series."""
+        n = len(self.history)
+        return [f"{n + step - 1}\t{value:.6g}" for step, value in enumerate(self.values, start=1)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"input": self.source, "history": len(self.history), "forecast": self.values}
+
+
+#: the errors by horizon in a report: the model's and the baselines'
+COMPARED = ("model", "persistence", "seasonal_persistence")
+
+
+@dataclass
+class ForecastReport(Report):
+    """RMSE and MAE by horizon of the model and the persistence baselines."""
+
+    def summary(self) -> str:
+        s = self.scores
+        shown = [n for n in COMPARED if n in s]
+        lines = [
+            f"{self.where}: {s['steps']} target steps ({self.checkpoint})",
+            "horizon  " + "  ".join(f"{n:>20s}" for n in shown) + "   (RMSE)",
+        ]
+        for i, h in enumerate(s["horizons"]):
+            cells = [s[n]["rmse"][i] if i < len(s[n]["rmse"]) else float("nan") for n in shown]
+            lines.append(f"{h:7d}  " + "  ".join(f"{c:20.3f}" for c in cells))
+        return "\n".join(lines)
+
+
 class Forecaster(Predictor):
     """A trained forecaster: next values of a series, k steps ahead, errors by horizon."""
 
     task = "forecasting"
-    capabilities: ClassVar[tuple[str, ...]] = ("forecast", "predict_next", "evaluate_split")
+    kind = "forecasting"
+    capabilities: ClassVar[tuple[str, ...]] = (
+        "forecast",
+        "predict_next",
+        "predict",
+        "evaluate",
+    )
     commands: ClassVar[tuple[str, ...]] = ("forecast", "evaluate")
+    options: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "--horizon",
+            "errors at 1 … K steps ahead, K at most the split's length (default 12, fewer on a "
+            "shorter split; split default: test)",
+            ("evaluate",),
+            type="positive_int",
+            metavar="K",
+            dest="horizons",
+        ),
+        Option(
+            "--plot",
+            "draw RMSE by horizon (a new or regular file)",
+            ("evaluate",),
+            role="figure",
+            metavar="FILE",
+            figure="plot",
+        ),
+        Option(
+            "--input",
+            "one value per row, in the last column (or --column); a first row whose value is a "
+            "number is data, else it is the header. Values must be finite, within ±1e15 "
+            "(default: the run's configured series)",
+            ("forecast",),
+            role="cli",
+            metavar="CSV",
+        ),
+        Option("--column", "the CSV column holding the values (default: the last)", ("forecast",)),
+        Option(
+            "--missing",
+            "what to do with empty or NaN values (default: error)",
+            ("forecast",),
+            choices=("error", "interpolate", "drop"),
+        ),
+        Option("--steps", "values to predict", ("forecast",), type="positive_int", required=True),
+        Option(
+            "--png",
+            "draw the end of the series and the forecast (a new or regular file)",
+            ("forecast",),
+            role="figure",
+            metavar="FILE",
+            figure="plot",
+        ),
+        Option("--json", "print JSON", ("forecast",), type="flag", role="cli"),
+    )
+    usage: ClassVar[dict[str, str]] = {
+        "evaluate": "a forecaster is scored on a --split of its series (--horizon K steps ahead)"
+    }
 
     def __init__(
         self, model: nn.Module, cfg: ExperimentConfig, scaler: Scaler, run: Run | None = None
     ) -> None:
         super().__init__(model, cfg, run)
         self.scaler, self.window = scaler, cfg.data.window
+
+    @classmethod
+    def load(cls, run: Run) -> Forecaster:
+        """The trained forecaster of ``run`` (its scaling and checkpoint only)."""
+        scaler = _load_scaler(run.file("series.json"), run.cfg.data.window)
+        model = build_model(run.cfg.model, window=run.cfg.data.window)
+        return cls(load_weights(model, run), run.cfg, scaler, run)
+
+    @property
+    def _name(self) -> str:
+        return str(self.run.run_dir) if self.run is not None else self.cfg.model.arch
 
     @torch.no_grad()
     def predict_next(self, windows_: Tensor) -> Tensor:
@@ -125,17 +225,78 @@ class Forecaster(Predictor):
             raise SeqlabError(f"steps must be >= 1, got {steps}")
         return k_step_predictions(self.predict_next, x, self.window, steps, [len(x)])[0].tolist()
 
-    def evaluate_split(self, split: str = "test", horizons: int | None = None) -> dict[str, Any]:
-        """RMSE and MAE at horizons 1 … ``horizons`` on a split of the configured series, for
-        the model, persistence and (when ``data.season`` is set) seasonal persistence.
+    def predict(
+        self,
+        inputs: str | Path | Sequence[float] | Tensor | None = None,
+        *,
+        steps: int,
+        column: str | None = None,
+        missing: str | None = None,
+        png: str | Path | None = None,
+    ) -> Forecast:
+        """``seqlab forecast``: the next ``steps`` values after ``inputs``, a CSV file (its
+        ``column``, default the last; ``missing`` values: ``error``, ``interpolate`` or
+        ``drop``), the values themselves, or None for the run's own series; with ``png`` the
+        end of the series and the forecast drawn there."""
+        if (column or missing) and not isinstance(inputs, str | Path):
+            raise SeqlabError("--column and --missing describe an --input CSV")
+        if inputs is None:
+            history = load_series(self.cfg).tolist()
+            source = f"the run's series ({self.cfg.data.dataset})"
+        elif isinstance(inputs, str | Path):
+            history = read_series_csv(inputs, column, missing or "error")
+            source = str(inputs)
+        else:
+            history = torch.as_tensor(inputs).tolist() if isinstance(inputs, Tensor) else inputs
+            source = "history"
+        out = Forecast(source, list(history), self.forecast(history, steps))
+        if png:
+            out.figures.append(self._plot_forecast(out, Path(png)))
+        return out
+
+    def _plot_forecast(self, out: Forecast, path: Path) -> Path:
+        from seqlab.plotting import plot_series
+
+        n, steps = len(out.history), len(out.values)
+        shown = min(n, max(4 * steps, 4 * self.window))
+        plot_series(
+            {
+                "observed": (torch.arange(n - shown, n), torch.tensor(out.history[-shown:])),
+                f"forecast ({steps} steps)": (
+                    torch.arange(n - 1, n + steps),
+                    torch.tensor([out.history[-1], *out.values]),
+                ),
+            },
+            path,
+            title=f"{self._name}: forecast after {out.source}",
+            xlabel="time step",
+            ylabel="value",
+        )
+        return path
+
+    def evaluate(
+        self,
+        split: str | None = None,
+        files: Mapping[str, str | Path] | None = None,
+        *,
+        horizons: int | None = None,
+        plot: str | Path | None = None,
+    ) -> ForecastReport:
+        """RMSE and MAE at horizons 1 … ``horizons`` on a split of the configured series
+        (default ``test``), for the model, persistence and (when ``data.season`` is set)
+        seasonal persistence; with ``plot`` the RMSE by horizon drawn there.
 
         ``horizons``: at most the split's number of target steps (and each needs τ observations
         before it); None = 12, or fewer on a shorter split. A larger value is refused at once.
         """
+        split, _ = self._source(split, files, "test")
+        if split not in ("train", "val", "test"):
+            raise SeqlabError(
+                f"a series has train, val and test splits, not {split!r}"
+                + (" (--split dev is SST-2's)" if split == "dev" else "")
+            )
         x = load_series(self.cfg)
         parts = split_of(self.cfg, len(x))
-        if split not in ("train", "val", "test"):
-            raise SeqlabError(f"a series has train, val and test splits, not {split!r}")
         targets = parts.targets(split)
         # horizon h predicts target t from x up to t - h: beyond the split's own length it only
         # measures the earlier splits again, and it needs t - h + 1 >= τ
@@ -148,8 +309,7 @@ class Forecaster(Predictor):
                 f"of {self.cfg.data.dataset} has {len(targets)} target steps (window τ = "
                 f"{self.window}), got {horizons!r}"
             )
-        out: dict[str, Any] = {
-            "split": split,
+        scores: dict[str, Any] = {
             "steps": len(targets),
             "horizons": list(range(1, horizons + 1)),
             "model": horizon_errors(self.predict_next, x, self.window, targets, horizons),
@@ -163,13 +323,36 @@ class Forecaster(Predictor):
             err = x[idx - season] - x[idx]
             rmse, mae = float(err.pow(2).mean().sqrt()), float(err.abs().mean())
             shown = min(horizons, season)
-            out["seasonal_persistence"] = {
+            scores["seasonal_persistence"] = {
                 "rmse": [rmse] * shown,
                 "mae": [mae] * shown,
                 "season": season,
                 "steps": len(ts),
             }
-        return out
+        report = ForecastReport(self.checkpoint, {"split": split}, scores)
+        report.check_finite()
+        if plot:
+            report.figures["plot"] = self._plot_horizons(report, Path(plot))
+        return report
+
+    def _plot_horizons(self, report: ForecastReport, path: Path) -> Path:
+        from seqlab.plotting import plot_lines
+
+        s = report.scores
+        horizons = torch.tensor(s["horizons"], dtype=torch.float32)
+        plot_lines(
+            horizons,
+            {
+                n.replace("_", " "): torch.tensor(s[n]["rmse"])
+                for n in COMPARED
+                if n in s and len(s[n]["rmse"]) == len(horizons)
+            },
+            path,
+            title=f"{self._name}: {report.where} RMSE by horizon",
+            xlabel="horizon k (steps ahead)",
+            ylabel="RMSE",
+        )
+        return path
 
 
 # ------------------------------------------------------------------------------- training
@@ -235,8 +418,5 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
     )
 
 
-def load(run: Run) -> Forecaster:
-    """The trained forecaster of ``run`` (its scaling and checkpoint only)."""
-    scaler = _load_scaler(run.file("series.json"), run.cfg.data.window)
-    model = build_model(run.cfg.model, window=run.cfg.data.window)
-    return Forecaster(load_weights(model, run), run.cfg, scaler, run)
+#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
+PREDICTORS = (Forecaster,)

@@ -6,13 +6,17 @@ tokens at a time, every token predicted once; a recurrent model carries its stat
 (as in training with sequential partitioning), a Transformer sees each window of T tokens on its
 own.
 
+The models share one interface (:class:`seqlab.models.language_model.CausalLM`): their loss,
+scoring and generation are written once, whatever the architecture.
+
 A run directory holds ``vocab.json`` and ``tokenizer.json`` besides the config and checkpoints;
-:func:`load` needs nothing else.
+:meth:`LanguageModel.load` needs nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,18 +24,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab import catalog
 from seqlab.config import ExperimentConfig
 from seqlab.data.lm_batching import LMBatches
-from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus, corpus_path, read_text
+from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus
 from seqlab.data.tokenizers import Tokenizer, load_tokenizer, save_tokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.models import build_model
+from seqlab.models.language_model import CausalLM, generate
 from seqlab.nn.losses import perplexity
 from seqlab.objective import LossOutput, Selection
 from seqlab.precision import autocast
 from seqlab.progress import progress
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
+from seqlab.tasks.options import Option
+from seqlab.tasks.report import Prediction, Report
+from seqlab.textio import read_lines
 
 ARTEFACTS = ("vocab.json", "tokenizer.json")
 #: the highest sampling temperature accepted (``decode.temperature``'s bound): softmax(z / 100) is
@@ -39,20 +48,36 @@ ARTEFACTS = ("vocab.json", "tokenizer.json")
 MAX_TEMPERATURE = 100.0
 
 
-def is_recurrent(model: nn.Module) -> bool:
-    return hasattr(model, "begin_state")
+def check_config(cfg: ExperimentConfig) -> None:
+    """Language modelling's rules across sections: characters or words as tokens (what
+    :func:`seqlab.data.lm_corpus.build_lm_corpus` cuts), and training windows of
+    ``data.num_steps`` tokens that fit the model's positions (``model.max_len``)."""
+    data = cfg.data
+    if data.tokenizer == "subword":
+        raise ValueError("language models take data.tokenizer char or word, not subword")
+    model_len = getattr(cfg.model, "max_len", None)
+    if model_len is not None and model_len < data.num_steps:
+        raise ValueError(
+            f"model.max_len={model_len} is smaller than data.num_steps={data.num_steps}: "
+            "training windows would not fit; raise model.max_len"
+        )
 
 
-def lm_loss(model: nn.Module, batch: tuple[Tensor, Tensor], state: object) -> LossOutput:
-    """Mean next-token cross-entropy of one ``(X, Y)`` minibatch, each (B, T)."""
+catalog.register_task_rules("language_modeling", check_config)
+
+
+def is_recurrent(model: CausalLM) -> bool:
+    """Whether ``model`` reads an unbounded context through a carried state (an RNN) rather
+    than a window of ``context_size`` tokens (a Transformer)."""
+    return model.context_size is None
+
+
+def lm_loss(model: CausalLM, batch: tuple[Tensor, Tensor], state: object) -> LossOutput:
+    """Mean next-token cross-entropy of one ``(X, Y)`` minibatch, each (B, T)
+    (:meth:`seqlab.models.language_model.CausalLM.loss`)."""
     x, y = batch
-    if is_recurrent(model):
-        logits, state = model(x, state)  # (B, T, V)
-    else:
-        logits, _ = model(x)  # (B, T, V)
-        state = None
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
-    return LossOutput(loss, y.numel(), state)
+    loss, count, state = model.loss(x, y, state)
+    return LossOutput(loss, count, state)
 
 
 @torch.no_grad()
@@ -72,10 +97,7 @@ def evaluate_lm(model: nn.Module, ids: Tensor, batch_size: int, num_steps: int) 
     total, count, state = 0.0, 0, None
     for start in progress(range(0, xs.shape[1], num_steps), "evaluating", unit="window"):
         x, y = xs[:, start : start + num_steps], ys[:, start : start + num_steps]
-        if is_recurrent(model):
-            logits, state = model(x, state)  # (B, T, V)
-        else:
-            logits, _ = model(x)  # (B, T, V)
+        logits, state = model(x, state)  # (B, T, V); a Transformer returns no state
         total += F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1), reduction="sum"
         ).item()
@@ -92,7 +114,7 @@ def load_corpus(
     when given, else built on the training part)."""
     d = cfg.data
     return build_lm_corpus(
-        read_text(corpus_path(d.dataset, d.path)),
+        catalog.datasets()[d.dataset].read(d, cfg.train.seed),  # the whole text
         tokenizer=d.tokenizer,
         normalize=d.normalize,
         val_fraction=d.val_fraction,
@@ -163,23 +185,121 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
 
 
 # ------------------------------------------------------------------------------ inference
+@dataclass
+class Generation(Prediction):
+    """Generated text: the prefix and its continuation."""
+
+    text: str
+
+    def lines(self) -> list[str]:
+        return [self.text]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+
+@dataclass
+class PerplexityReport(Report):
+    """Loss (nats/token), perplexity and the number of tokens predicted."""
+
+    def summary(self) -> str:
+        s = self.scores
+        return (
+            f"{self.where}: loss {s['loss']:.4f} nats/token, perplexity {s['perplexity']:.3f} "
+            f"({s['tokens']} tokens; {self.checkpoint})"
+        )
+
+
 class LanguageModel(Predictor):
     """A trained language model: generate text, measure perplexity."""
 
     task = "language_modeling"
-    capabilities: ClassVar[tuple[str, ...]] = ("generate", "perplexity", "evaluate_split")
+    kind = "language modeling"
+    capabilities: ClassVar[tuple[str, ...]] = ("generate", "perplexity", "predict", "evaluate")
     commands: ClassVar[tuple[str, ...]] = ("generate", "evaluate")
+    options: ClassVar[tuple[Option, ...]] = (
+        Option("--text", "perplexity of this text", ("evaluate",), role="file", metavar="FILE"),
+        Option("--prefix", "text to warm up on", ("generate",), role="cli", default=""),
+        Option(
+            "--tokens",
+            "tokens to generate",
+            ("generate",),
+            type="non_negative_int",
+            default=200,
+        ),
+        Option(
+            "--temperature",
+            f"0 = greedy; > 0 samples, at most {MAX_TEMPERATURE:g} (default: the run's decode "
+            "section)",
+            ("generate",),
+            type="non_negative_float",
+        ),
+        Option(
+            "--top-k",
+            "sample from the k most likely tokens (0 = all)",
+            ("generate",),
+            type="non_negative_int",
+        ),
+        Option("--seed", "sampling seed", ("generate",), type="int", default=0),
+    )
+    usage: ClassVar[dict[str, str]] = {
+        "evaluate": "a language model is scored on --split train or val, or on --text FILE"
+    }
 
     def __init__(
         self,
-        model: nn.Module,
+        model: CausalLM,
         cfg: ExperimentConfig,
         vocab: Vocab,
         tokenizer: Tokenizer,
         run: Run | None = None,
     ) -> None:
         super().__init__(model, cfg, run)
+        self.model: CausalLM = model
         self.vocab, self.tokenizer = vocab, tokenizer
+
+    @classmethod
+    def load(cls, run: Run) -> LanguageModel:
+        """The trained model of ``run`` (its vocabulary, tokenizer and checkpoint only)."""
+        vocab, tokenizer = load_artefacts(run)
+        model = build_model(run.cfg.model, vocab_size=len(vocab))
+        return cls(load_weights(model, run), run.cfg, vocab, tokenizer, run)
+
+    def predict(
+        self,
+        inputs: str = "",
+        *,
+        tokens: int = 100,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> Generation:
+        """``seqlab generate``: the prefix ``inputs`` continued (see :meth:`generate`)."""
+        return Generation(
+            self.generate(inputs, tokens, temperature=temperature, top_k=top_k, seed=seed)
+        )
+
+    def evaluate(
+        self, split: str | None = None, files: Mapping[str, str | Path] | None = None
+    ) -> PerplexityReport:
+        """Perplexity on the run's corpus's ``train`` or ``val`` split (default ``val``; reads
+        the data) or on ``files={"text": FILE}``."""
+        split, files = self._source(split, files, "val")
+        if files:
+            text = "\n".join(read_lines(files["text"], "--text"))
+            report = PerplexityReport(
+                self.checkpoint, {"text": files["text"]}, self.perplexity(text)
+            )
+        else:
+            if split not in ("train", "val"):
+                raise SeqlabError(
+                    f"language-model corpora have train and val splits only, not {split!r}"
+                )
+            corpus = load_corpus(self.cfg, self.tokenizer, self.vocab)
+            scores = self._score(corpus.val if split == "val" else corpus.train)
+            report = PerplexityReport(self.checkpoint, {"split": split}, scores)
+        report.check_finite()
+        return report
 
     def generate(
         self,
@@ -215,10 +335,6 @@ class LanguageModel(Predictor):
         if not pieces:  # no context: start from the most frequent token
             pieces = [self.vocab.to_tokens(self.vocab.num_reserved)]
         ids = self.vocab[pieces]
-        if is_recurrent(self.model):
-            from seqlab.models.rnn_lm import generate
-        else:
-            from seqlab.models.transformer_lm import generate
         gen = torch.Generator().manual_seed(seed)
         with autocast(self.precision):
             out = generate(
@@ -263,21 +379,9 @@ class LanguageModel(Predictor):
             m = evaluate_lm(self.model, ids, d.batch_size, d.num_steps)
         return {"loss": m["val_loss"], "perplexity": m["val_ppl"], "tokens": len(ids) - 1}
 
-    def evaluate_split(self, split: str = "val") -> dict[str, float]:
-        """Perplexity on the configured corpus's ``train`` or ``val`` split (reads the data)."""
-        if split not in ("train", "val"):
-            raise SeqlabError(
-                f"language-model corpora have train and val splits only, not {split!r}"
-            )
-        corpus = load_corpus(self.cfg, self.tokenizer, self.vocab)
-        return self._score(corpus.val if split == "val" else corpus.train)
 
-
-def load(run: Run) -> LanguageModel:
-    """The trained model of ``run`` (its vocabulary, tokenizer and checkpoint only)."""
-    vocab, tokenizer = load_artefacts(run)
-    model = build_model(run.cfg.model, vocab_size=len(vocab))
-    return LanguageModel(load_weights(model, run), run.cfg, vocab, tokenizer, run)
+#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
+PREDICTORS = (LanguageModel,)
 
 
 # ----------------------------------------------------------------------------- n-grams

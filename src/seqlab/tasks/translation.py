@@ -15,23 +15,24 @@ refused, never silently adjusted.
 
 A run directory holds ``src_vocab.json``, ``tgt_vocab.json``, ``src_tokenizer.json`` and
 ``tgt_tokenizer.json`` (with ``*.spm.model`` for subwords) besides the config and checkpoints;
-:func:`load` needs nothing else.
+:meth:`Translator.load` needs nothing else. **Engines**: seqlab's own search (``pytorch``) or
+the model exported to CTranslate2, under the rules of :func:`check_engine`.
 """
 
 from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from seqlab import catalog
 from seqlab.config import DecodeConfig, ExperimentConfig
-from seqlab.data.dates import date_splits
-from seqlab.data.parallel import load_translation_splits
 from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
 from seqlab.data.translation_batching import (
     Batch,
@@ -44,14 +45,20 @@ from seqlab.data.translation_batching import (
 from seqlab.data.vocab import Vocab
 from seqlab.deprecation import renamed_kwargs
 from seqlab.errors import SeqlabError
+from seqlab.io import atomic_write_text
 from seqlab.models import build_model
+from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.search import Hypothesis, beam_search, greedy_search
 from seqlab.objective import LossOutput, Selection
+from seqlab.outputs import RULE
 from seqlab.precision import autocast
 from seqlab.progress import progress
 from seqlab.rundir import RunDir
 from seqlab.tasks.base import Experiment, Predictor, Run, as_batch, load_weights
+from seqlab.tasks.options import Option
 from seqlab.tasks.paper_bleu import paper_bleu
+from seqlab.tasks.report import Prediction, Report
+from seqlab.textio import read_lines
 from seqlab.tokens import EOS
 
 ARTEFACTS = (
@@ -66,19 +73,36 @@ Pairs = list[tuple[str, str]]
 
 
 def load_pairs(cfg: ExperimentConfig) -> dict[str, Pairs]:
-    """Train / val (/ test) sentence pairs of ``cfg.data.dataset``."""
-    d = cfg.data
-    if d.dataset == "dates":
-        return date_splits(
-            num_train=d.num_examples or 20000,
-            num_val=d.val_examples,
-            num_test=d.val_examples,
-            seed=cfg.train.seed,
+    """Train / val (/ test) sentence pairs of ``cfg.data.dataset``, from its reader
+    (:attr:`seqlab.catalog.DatasetSpec.read`)."""
+    return catalog.datasets()[cfg.data.dataset].read(cfg.data, cfg.train.seed)
+
+
+def check_config(cfg: ExperimentConfig) -> None:
+    """Translation's rules across sections: greedy or beam decoding; shared embeddings need one
+    vocabulary for both languages; the model's positions (``model.max_len``) cover the longest
+    sentence (``data.max_len``)."""
+    data, model = cfg.data, cfg.model
+    if cfg.decode.strategy == "sample":
+        raise ValueError(
+            "decode.strategy=sample is for language models; translation decodes with greedy or beam"
         )
-    splits = load_translation_splits(
-        d.dataset, d.src_lang, d.tgt_lang, d.val_examples, d.num_examples
-    )
-    return {name: list(corpus.pairs) for name, corpus in splits.items()}
+    if getattr(model, "share_embeddings", False) and not (
+        data.tokenizer == "subword" and data.subword.joint
+    ):
+        raise ValueError(
+            "model.share_embeddings needs one vocabulary for both sides: data.tokenizer: subword "
+            "with data.subword.joint: true (or set model.share_embeddings: false)"
+        )
+    model_len = getattr(model, "max_len", None)
+    if model_len is not None and model_len < data.max_len:
+        raise ValueError(
+            f"model.max_len={model_len} is smaller than data.max_len={data.max_len}: "
+            "the model could not read the longest sentences; raise model.max_len"
+        )
+
+
+catalog.register_task_rules("translation", check_config)
 
 
 def translation_loss(
@@ -155,6 +179,93 @@ def as_sentences(items: Any, what: str = "sentence") -> tuple[list[str], bool]:
     return batch, single
 
 
+#: the engines that decode a translation model
+ENGINES = ("pytorch", "ctranslate2")
+#: longest source/output drawn in an attention heatmap (tokens); longer ones are cut, with a note
+MAX_PLOT_TOKENS = 80
+
+
+def check_engine(engine: str, quantize: str | None, arch: str, need_weights: bool = False) -> None:
+    """Refuse an engine setting before any work: the one place these rules are written (the
+    command line, :meth:`Translator.hypotheses` and every other caller go through it).
+
+    ``ctranslate2`` runs Transformer models exported to CTranslate2, in a compute type this CPU
+    supports (``quantize``), and returns no attention weights.
+    """
+    if engine not in ENGINES:
+        raise SeqlabError(f"--engine must be {' or '.join(ENGINES)}, not {engine!r}")
+    if quantize and engine != "ctranslate2":
+        raise SeqlabError("--quantize applies to --engine ctranslate2")
+    if engine == "ctranslate2":
+        from seqlab.export.ctranslate2 import check_compute_type, require_ctranslate2
+
+        require_ctranslate2()
+        check_compute_type(quantize)
+        if arch != "transformer":
+            raise SeqlabError(
+                f"--engine ctranslate2 runs Transformer translation models, not model.arch={arch}"
+            )
+        if need_weights:
+            raise SeqlabError(
+                "--attention-png needs --engine pytorch (CTranslate2 returns no attention)"
+            )
+
+
+@dataclass
+class Translations(Prediction):
+    """The n-best hypotheses of each sentence, detokenised: ``(text, score)`` best first.
+
+    Attributes:
+        numbers: the input line of each sentence (n-best lines start with it).
+        nbest: hypotheses printed per sentence (1: the best translation alone).
+    """
+
+    hypotheses: list[list[tuple[str, float]]]
+    numbers: list[int]
+    nbest: int = 1
+
+    def lines(self) -> list[str]:
+        if self.nbest == 1:
+            return [hyps[0][0] for hyps in self.hypotheses]
+        return [
+            f"{number}\t{rank}\t{score:.4f}\t{text}"
+            for number, hyps in zip(self.numbers, self.hypotheses, strict=True)
+            for rank, (text, score) in enumerate(hyps[: self.nbest])
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "translations": [
+                {"text": hyps[0][0], "hypotheses": [{"text": t, "score": s} for t, s in hyps]}
+                for hyps in self.hypotheses
+            ]
+        }
+
+
+@dataclass
+class TranslationReport(Report):
+    """BLEU, chrF and the paper-style BLEU with their signatures; ``outputs``: the
+    translations scored (not part of the JSON)."""
+
+    outputs: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        s = self.scores
+        return "\n".join(
+            [
+                f"{self.where}: BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  "
+                f"(exact match {s['exact_match']:.1%}; {s['sentences']} sentences, "
+                f"beam {s['beam_size']})",
+                f"  {s['bleu_signature']}",
+                f"  {s['chrf_signature']}",
+                f"{self.where}: paper-style BLEU {s['bleu_paper']:.2f} (lowercased, "
+                "Moses-normalised and tokenised, as multi-bleu.perl on Multi30k's lc.norm.tok "
+                "files)",
+                f"  {s['bleu_paper_signature']}",
+            ]
+        )
+
+
 class Translator(Predictor):
     """A trained translation model: translate sentences, score them against references.
 
@@ -162,24 +273,123 @@ class Translator(Predictor):
     """
 
     task = "translation"
+    kind = "translation"
     capabilities: ClassVar[tuple[str, ...]] = (
         "translate",
         "hypotheses",
         "score",
-        "evaluate_split",
+        "predict",
+        "evaluate",
     )
     commands: ClassVar[tuple[str, ...]] = ("translate", "evaluate")
+    options: ClassVar[tuple[Option, ...]] = (
+        Option(
+            "--input",
+            "one sentence a line (default: stdin)",
+            ("translate",),
+            role="cli",
+            metavar="FILE",
+        ),
+        Option(
+            "--src",
+            "your source sentences (text or .gz)",
+            ("evaluate",),
+            role="file",
+            metavar="FILE",
+        ),
+        Option(
+            "--ref", "their references, line by line", ("evaluate",), role="file", metavar="FILE"
+        ),
+        Option(
+            "--beam",
+            "beam size; 1 = greedy (default: the run's decode section)",
+            ("translate", "evaluate"),
+            type="positive_int",
+        ),
+        Option(
+            "--nbest",
+            "print the K best hypotheses (needs a beam >= K): index, rank, score, text",
+            ("translate",),
+            type="positive_int",
+        ),
+        Option(
+            "--output",
+            "also write the hypotheses here (a new or regular file, replaced "
+            "atomically; a symbolic link or device is refused)",
+            ("evaluate",),
+            role="output",
+            metavar="FILE",
+        ),
+        Option(
+            "--attention-png",
+            f"write one source×output heatmap per sentence into DIR: {RULE}",
+            ("translate",),
+            role="figure_dir",
+            metavar="DIR",
+            figure="attention heatmaps",
+        ),
+        Option(
+            "--engine",
+            "decode with seqlab (pytorch) or the model exported to CTranslate2",
+            ("translate", "evaluate"),
+            choices=ENGINES,
+            default="pytorch",
+        ),
+        Option(
+            "--quantize",
+            "ctranslate2: quantized weights (e.g. int8); only the types this "
+            "CPU runs are accepted (the error lists them)",
+            ("translate", "evaluate"),
+            choices=("int8", "int16", "bfloat16"),
+        ),
+    )
+    usage: ClassVar[dict[str, str]] = {
+        "evaluate": "a translation model is scored on --split, or on --src FILE with --ref FILE"
+    }
 
     def __init__(
         self,
-        model: nn.Module,
+        model: EncoderDecoder,
         cfg: ExperimentConfig,
         vocabs: TranslationVocabs,
         run: Run | None = None,
     ) -> None:
         super().__init__(model, cfg, run)
+        self.model: EncoderDecoder = model
         self.vocabs = vocabs
         self._engines: dict[tuple[str, int], Any] = {}  # CTranslate2 engines, by compute type
+
+    @classmethod
+    def load(cls, run: Run) -> Translator:
+        """The trained model of ``run`` (its vocabularies, tokenizers and checkpoint only)."""
+        for name in ARTEFACTS[:4]:
+            run.file(name)
+        vocabs = load_vocabs(run.run_dir)
+        for key, value in _sizes(vocabs).items():
+            run.check_size(key, value)
+        model = build_model(
+            run.cfg.model,
+            src_vocab_size=len(vocabs.src_vocab),
+            tgt_vocab_size=len(vocabs.tgt_vocab),
+        )
+        return cls(load_weights(model, run), run.cfg, vocabs, run)
+
+    def check(self, command: str, options: Mapping[str, Any]) -> None:
+        """The decoding options (:func:`decode_options`), the engine (:func:`check_engine`) and
+        attention heatmaps, which need a model that attends to the source."""
+        decode_options(self.cfg.decode, options.get("beam"), options.get("nbest"))
+        heatmaps = bool(options.get("attention_png"))
+        check_engine(
+            options.get("engine") or "pytorch",
+            options.get("quantize"),
+            self.cfg.model.arch,
+            need_weights=heatmaps,
+        )
+        if heatmaps and not self.has_attention:
+            raise SeqlabError(
+                f"--attention-png: model.arch={self.cfg.model.arch} has no attention over the "
+                "source to draw (it encodes the source into one vector)"
+            )
 
     @property
     def has_attention(self) -> bool:
@@ -229,12 +439,7 @@ class Translator(Predictor):
                 quantize=quantize,
             )[0]
         decode = decode_options(self.cfg.decode, beam, nbest)
-        if engine not in ("pytorch", "ctranslate2"):
-            raise SeqlabError(f"engine must be pytorch or ctranslate2, not {engine!r}")
-        if engine == "pytorch" and quantize is not None:
-            raise SeqlabError("quantization applies to the ctranslate2 engine")
-        if engine == "ctranslate2" and need_weights:
-            raise SeqlabError("the ctranslate2 engine returns no attention weights to draw")
+        check_engine(engine, quantize, self.cfg.model.arch, need_weights)
         src_ids = [self.source_ids(s) if s.strip() else [] for s in sentences]
         cut = sum(
             len(self.vocabs.src_tokenizer.tokenize(s)) > self.cfg.data.max_len - 1
@@ -363,23 +568,115 @@ class Translator(Predictor):
         scores = score_translations(outputs, references, self.cfg.data.tgt_lang)
         return {**scores, "translations": outputs}
 
-    def evaluate_split(
+    def predict(
         self,
-        split: str = "val",
+        inputs: Sequence[str] | str,
+        *,
+        beam: int | None = None,
+        nbest: int | None = None,
+        engine: str = "pytorch",
+        quantize: str | None = None,
+        attention_png: str | Path | None = None,
+        numbers: Sequence[int] | None = None,
+    ) -> Translations:
+        """Translations of ``inputs`` (``seqlab translate``): the best of each, or the ``nbest``
+        best with their scores; with ``attention_png`` one source × output heatmap per sentence
+        in that directory, ``attention-NNNN.png`` after its input line (``numbers``, default 1,
+        2, …)."""
+        sentences, _ = as_sentences(inputs)
+        options = {"beam": beam, "nbest": nbest, "engine": engine, "quantize": quantize}
+        self.check("translate", {**options, "attention_png": attention_png})
+        numbers = list(numbers) if numbers is not None else list(range(1, len(sentences) + 1))
+        found = self.hypotheses(sentences, need_weights=bool(attention_png), **options)
+        out = Translations(
+            [[(self.detokenize(h.tokens), h.score) for h in hyps] for hyps in found],
+            numbers,
+            decode_options(self.cfg.decode, beam, nbest).nbest,
+        )
+        if attention_png:
+            out.figures = [
+                self._draw_alignment(Path(attention_png), number, line, hyps[0])
+                for number, line, hyps in zip(numbers, sentences, found, strict=True)
+                if line.strip()
+            ]
+        return out
+
+    def _draw_alignment(self, directory: Path, index: int, line: str, hyp: Hypothesis) -> Path:
+        from seqlab.plotting import plot_attention
+
+        x_tokens = self.vocabs.src_vocab.to_tokens(self.source_ids(line))
+        y_tokens = self.vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]
+        assert hyp.attention is not None
+        weights = hyp.attention[: len(y_tokens), : len(x_tokens)]
+        title = line if len(line) <= 100 else line[:97] + "..."
+        if len(x_tokens) > MAX_PLOT_TOKENS or len(y_tokens) > MAX_PLOT_TOKENS:
+            title += f" (first {MAX_PLOT_TOKENS} tokens shown)"
+            x_tokens, y_tokens = x_tokens[:MAX_PLOT_TOKENS], y_tokens[:MAX_PLOT_TOKENS]
+            weights = weights[: len(y_tokens), : len(x_tokens)]
+        return plot_attention(
+            weights,
+            directory / f"attention-{index:04d}.png",
+            x_tokens=x_tokens,
+            y_tokens=y_tokens,
+            title=title,
+            xlabel="source",
+            ylabel="output",
+        )
+
+    def evaluate(
+        self,
+        split: str | None = None,
+        files: Mapping[str, str | Path] | None = None,
         *,
         beam: int | None = None,
         engine: str = "pytorch",
         quantize: str | None = None,
-    ) -> dict[str, Any]:
-        """Score the configured dataset's ``split`` (reads the data; the model is the run's)."""
-        splits = load_pairs(self.cfg)
-        if split not in splits:
-            raise SeqlabError(
-                f"{self.cfg.data.dataset} has no {split!r} split; choose from {', '.join(splits)}"
+        output: str | Path | None = None,
+    ) -> TranslationReport:
+        """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``;
+        reads the data) or on ``files={"src": FILE, "ref": FILE}``; ``output``: also write the
+        translations there (atomically)."""
+        split, files = self._source(split, files, "val")
+        self.check("evaluate", {"beam": beam, "engine": engine, "quantize": quantize})
+        if files:
+            if set(files) != {"src", "ref"}:
+                raise SeqlabError(
+                    "--src and --ref go together: the source sentences and their references"
+                )
+            sources, references = (
+                read_lines(files["src"], "--src"),
+                read_lines(files["ref"], "--ref"),
             )
-        pairs = splits[split]
-        sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-        return self.score(sources, references, beam=beam, engine=engine, quantize=quantize)
+            if not sources and not references:
+                raise SeqlabError(
+                    f"--src {files['src']} and --ref {files['ref']} are empty: there is nothing "
+                    "to score"
+                )
+            if len(sources) != len(references):
+                raise SeqlabError(
+                    f"--src {files['src']} has {len(sources)} lines but --ref {files['ref']} has "
+                    f"{len(references)}; they must pair up line by line"
+                )
+            source = dict(files)
+        else:
+            assert split is not None
+            splits = load_pairs(self.cfg)
+            if split not in splits:
+                raise SeqlabError(
+                    f"{self.cfg.data.dataset} has no {split!r} split; choose from "
+                    f"{', '.join(splits)}"
+                )
+            sources, references = [s for s, _ in splits[split]], [t for _, t in splits[split]]
+            source = {"split": split}
+        scores = self.score(sources, references, beam=beam, engine=engine, quantize=quantize)
+        outputs = scores.pop("translations")
+        decode = decode_options(self.cfg.decode, beam)
+        scores["beam_size"] = decode.beam_size if decode.strategy == "beam" else 1
+        report = TranslationReport(self.checkpoint, source, scores, outputs=outputs)
+        report.check_finite()
+        if output:
+            atomic_write_text(output, "".join(o + "\n" for o in outputs))
+        return report
 
 
 # ------------------------------------------------------------------------------- training
@@ -477,16 +774,5 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
     )
 
 
-def load(run: Run) -> Translator:
-    """The trained model of ``run`` (its vocabularies, tokenizers and checkpoint only)."""
-    for name in ARTEFACTS[:4]:
-        run.file(name)
-    vocabs = load_vocabs(run.run_dir)
-    for key, value in _sizes(vocabs).items():
-        run.check_size(key, value)
-    model = build_model(
-        run.cfg.model,
-        src_vocab_size=len(vocabs.src_vocab),
-        tgt_vocab_size=len(vocabs.tgt_vocab),
-    )
-    return Translator(load_weights(model, run), run.cfg, vocabs, run)
+#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
+PREDICTORS = (Translator,)

@@ -407,10 +407,10 @@ function drawLines() {
   const svg = $("att-lines");
   svg.textContent = "";
   const row = 18, left = 120, right = 300, width = 420;
-  const height = 24 + row * Math.max(queries.length, keys.length);
+  const height = 36 + row * Math.max(queries.length, keys.length);
   svg.setAttribute("width", width); svg.setAttribute("height", height);
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
-  const qy = (i) => 20 + i * row, ky = (j) => 20 + j * row;
+  const qy = (i) => 32 + i * row, ky = (j) => 32 + j * row;
   const group = document.createElementNS(SVG, "g");
   svg.append(group);
   let drawn = 0, total = 0;
@@ -445,7 +445,7 @@ function drawLines() {
   keys.forEach((tok, j) => label(tok, right, ky(j), "start", "k", j));
   const head = (text, x, anchor) => {
     const t = document.createElementNS(SVG, "text");
-    t.setAttribute("x", x); t.setAttribute("y", 10); t.setAttribute("text-anchor", anchor);
+    t.setAttribute("x", x); t.setAttribute("y", 14); t.setAttribute("text-anchor", anchor);
     t.setAttribute("fill", "#687385"); t.textContent = text; svg.append(t);
   };
   head("attends from", left, "end"); head("to", right, "start");
@@ -478,15 +478,17 @@ function hover(side, index) {
   svg.dataset.highlighted = count;
 }
 
+// One cell per (query, key); the colour's strength is the weight over the matrix's largest.
 function heatmap(matrix, size, color) {
   const rows = matrix.length, cols = matrix[0].length;
   const cell = Math.max(1, Math.floor(size / Math.max(rows, cols)));
   const canvas = el("canvas", { width: cols * cell, height: rows * cell });
   const ctx = canvas.getContext("2d");
   const [r, g, b] = [1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16));
+  const top = Math.max(...matrix.flat()) || 1;
   for (let i = 0; i < rows; i++) {
     for (let j = 0; j < cols; j++) {
-      ctx.fillStyle = `rgba(${r}, ${g}, ${b}, ${Math.min(1, matrix[i][j]).toFixed(3)})`;
+      ctx.fillStyle = `rgba(${r}, ${g}, ${b}, ${(matrix[i][j] / top).toFixed(3)})`;
       ctx.fillRect(j * cell, i * cell, cell, cell);
     }
   }
@@ -500,7 +502,8 @@ function drawHeatmaps() {
   for (const h of [...state.heads].sort()) {
     const fig = el("figure");
     fig.append(heatmap(layers[state.layer][h], 180, HEAD_COLORS[h % HEAD_COLORS.length]));
-    fig.append(el("figcaption", {}, `layer ${state.layer}, head ${h} (${queries.length}×${keys.length})`));
+    const top = Math.max(...layers[state.layer][h].flat());
+    fig.append(el("figcaption", {}, `layer ${state.layer}, head ${h}: ${queries.length} × ${keys.length}, darkest ${top.toFixed(2)}`));
     box.append(fig);
   }
 }

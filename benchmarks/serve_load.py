@@ -1,0 +1,236 @@
+"""``seqlab serve`` under load, on the loopback interface: 1, 8 and 32 concurrent clients, each
+sending one real sentence per request, against offline ``translate`` on the same sentences.
+
+The server runs as its own process (``seqlab serve RUN --host 127.0.0.1``), started and stopped
+here; the clients are asyncio tasks in this process (an httpx client each), so on a small machine
+they share its cores with the server, as a real client on the same host would. Each level sends
+``--requests`` requests or stops after ``--seconds``, whichever comes first (bounded in count and
+time). The sentences are the source side of the run's validation split (Multi30k's 1,014 for the
+README's en→de run, read from ``$SEQLAB_DATA_DIR``), cycled.
+
+Reported per level: sentences/s, latency p50/p99, errors (any answer but 200, and transport
+failures), the server's RSS after the level; and offline ``Translator.translate`` on the same
+sentences with the same engine and threads (measured first, with no server running), the ratio
+of the two, and whether the server's translations equal the offline ones. Goals (issue, a
+benchmark, not a test): at 32 clients ≥ 80 % of offline sentences/s, zero errors, RSS growth under
+5 % over 10,000 requests (``--requests 10000``).
+
+    SEQLAB_DATA_DIR=../shared/data .venv/bin/python benchmarks/serve_load.py \\
+        --run runs/m30-en-de-transformer [--clients 1,8,32] [--requests 10000] [--threads 2]
+
+Writes ``benchmarks/results/serve_load.json`` (``--out``), with the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import httpx
+import torch
+
+from seqlab import load
+from seqlab.machine import machine
+from seqlab.tasks.translation import load_pairs
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of process ``pid`` (Linux ``/proc``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def offline(run: Path, sentences: list[str], engine: str, batch: int) -> dict:
+    """``translate`` on all sentences at once (best of two passes after a warm-up)."""
+    model = load(run)
+    model.translate(sentences[:batch], batch_size=batch, engine=engine)  # warm-up, export
+    best, outputs = float("inf"), []
+    for _ in range(2):
+        start = time.perf_counter()
+        outputs = model.translate(sentences, batch_size=batch, engine=engine)
+        best = min(best, time.perf_counter() - start)
+    return {"seconds": best, "sentences_per_s": len(sentences) / best, "outputs": outputs}
+
+
+async def load_level(
+    url: str, model: str, sentences: list[str], clients: int, requests: int, seconds: float
+) -> dict:
+    """``clients`` concurrent clients, one sentence per request, until ``requests`` or
+    ``seconds``."""
+    latencies: list[float] = []  # of every answered request
+    errors: list[str] = []  # transport failures and answers other than 200
+    answers: dict[int, str] = {}  # sentence index -> the server's translation
+    sent = ok = 0
+    deadline = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+        async def client() -> None:
+            nonlocal sent, ok
+            while sent < requests and time.monotonic() < deadline:
+                i, sent = sent % len(sentences), sent + 1
+                start = time.perf_counter()
+                try:
+                    r = await http.post("/translate", json={"model": model, "text": sentences[i]})
+                except httpx.HTTPError as exc:
+                    errors.append(type(exc).__name__)
+                    continue
+                latencies.append(time.perf_counter() - start)
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code}: {r.text[:200]}")
+                else:
+                    ok += 1
+                    answers[i] = r.json()["translations"][0]["text"]
+
+        start = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        wall = time.perf_counter() - start
+    return {
+        "clients": clients,
+        "requests": sent,
+        "seconds": wall,
+        "sentences_per_s": ok / wall,
+        "latency_p50_ms": 1000 * statistics.median(latencies) if latencies else None,
+        "latency_p99_ms": 1000 * percentile(latencies, 0.99) if latencies else None,
+        "errors": len(errors),
+        "error_examples": sorted(set(errors))[:5],
+        "answers": answers,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, required=True, help="a translation run directory")
+    parser.add_argument("--clients", default="1,8,32", help="concurrency levels")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per level, at most")
+    parser.add_argument("--seconds", type=float, default=120, help="seconds per level, at most")
+    parser.add_argument("--split", default="val", help="the run's split to take sentences from")
+    parser.add_argument("--sentences", type=int, default=0, help="use the first N (0: all)")
+    parser.add_argument("--engine", choices=["auto", "seqlab", "ctranslate2"], default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="PyTorch threads (0: default)")
+    parser.add_argument("--batch-size", type=int, default=64, help="offline and server batch")
+    parser.add_argument("--out", type=Path, default=RESULTS / "serve_load.json")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    levels = [int(c) for c in args.clients.split(",")]
+
+    model = load(args.run)
+    if model.task != "translation":
+        parser.error(f"--run {args.run} holds a {model.task} model; this measures /translate")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sentences = [s for s, _ in load_pairs(model.cfg)[args.split] if s.strip()]
+    if args.sentences:
+        sentences = sentences[: args.sentences]
+    transformer = model.cfg.model.arch == "transformer"
+    try:
+        import ctranslate2  # noqa: F401
+
+        installed = True
+    except ImportError:
+        installed = False
+    use_ct2 = transformer and (
+        args.engine == "ctranslate2" or (args.engine == "auto" and installed)
+    )
+    engine = "ctranslate2" if use_ct2 else "pytorch"
+    del model
+    print(f"{len(sentences)} sentences; engine {engine}; {threads} threads", flush=True)
+
+    base = offline(args.run, sentences, engine, args.batch_size)
+    print(f"offline translate: {base['sentences_per_s']:.1f} sentences/s", flush=True)
+
+    port = free_port()
+    argv = [sys.executable, "-m", "seqlab", "serve", f"bench={args.run}", "--port", str(port)]
+    argv += ["--engine", args.engine, "--threads", str(threads), "--quiet"]
+    argv += ["--max-batch", str(args.batch_size), "--max-queue", str(max(levels) * 4)]
+    server = subprocess.Popen(argv, env={**os.environ}, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    results: list[dict] = []
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                if server.poll() is not None:
+                    raise RuntimeError("seqlab serve exited: " + server.stderr.read()) from None
+                time.sleep(0.1)
+        info = httpx.get(f"{url}/models").json()["models"][0]
+        asyncio.run(load_level(url, "bench", sentences, 4, 2 * 4, 60))  # warm-up
+        rss_start = rss_bytes(server.pid)
+        for clients in levels:
+            r = asyncio.run(
+                load_level(url, "bench", sentences, clients, args.requests, args.seconds)
+            )
+            r["rss_after_mb"] = rss_bytes(server.pid) / 2**20
+            answers = r.pop("answers")
+            r["differ_from_offline"] = sum(base["outputs"][i] != t for i, t in answers.items())
+            r["ratio_to_offline"] = r["sentences_per_s"] / base["sentences_per_s"]
+            results.append(r)
+            print(
+                f"{clients:3d} clients: {r['sentences_per_s']:8.1f} sentences/s "
+                f"({r['ratio_to_offline']:.2f}× offline), p50 {r['latency_p50_ms']:.1f} ms, "
+                f"p99 {r['latency_p99_ms']:.1f} ms, {r['errors']} errors, "
+                f"{r['requests']} requests, RSS {r['rss_after_mb']:.0f} MiB",
+                flush=True,
+            )
+        rss_end = rss_bytes(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    growth = (rss_end - rss_start) / rss_start
+    print(f"server RSS {rss_start / 2**20:.0f} → {rss_end / 2**20:.0f} MiB ({growth:+.1%})")
+    summary = {
+        "benchmark": "serve_load",
+        "run": str(args.run),
+        "sentences": len(sentences),
+        "split": args.split,
+        "engine": info["engine"],
+        "offline": {k: v for k, v in base.items() if k != "outputs"},
+        "levels": results,
+        "rss_start_mb": rss_start / 2**20,
+        "rss_end_mb": rss_end / 2**20,
+        "rss_growth": growth,
+        "requests_total": sum(r["requests"] for r in results),
+        "goals": {
+            "ratio_at_32_clients": ">= 0.8",
+            "errors": 0,
+            "rss_growth_over_10000_requests": "< 0.05",
+        },
+        "machine": machine(f"seqlab serve, engine {info['engine']}"),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,286 @@
+"""The catalog: one record for each model, dataset and recurrent cell, and each task's rules
+across config sections; the one source of the lists that configs, the model builder and the
+command line derive from.
+
+Each record is a plain dataclass written next to the code it describes and registered by one
+call there::
+
+    register_model(ModelSpec(RNNLMConfig, lambda cfg, sizes: ...))   # seqlab/models/rnn_lm.py
+    register_dataset(DatasetSpec("sst2", "classification", read_sst2))   # seqlab/data/classification.py
+    register_cell(CellSpec("lstm", LSTMCell, fused=nn.LSTM))            # seqlab/nn/rnn.py
+    register_task_rules("translation", check_config)                    # seqlab/tasks/translation.py
+
+What derives from them: ``model.arch``, the class that validates the ``model`` section and
+:func:`seqlab.models.build_model` (:class:`ModelSpec`); ``data.dataset``, its task, whether it
+reads ``data.path``, the reader each task calls and ``seqlab data list`` (:class:`DatasetSpec`;
+the files a dataset downloads, with their checksums, are listed in :mod:`seqlab.data.registry`);
+``model.cell``, which cells have a fused PyTorch layer, and the cells of
+:class:`seqlab.nn.rnn.RNN` (:class:`CellSpec`); the checks across sections of
+:class:`seqlab.config.ExperimentConfig` (task rules).
+
+Reading a kind (:func:`models`, :func:`datasets`, :func:`cells`, :func:`task_rules`) first
+imports, once, the package that registers seqlab's own records of that kind (:data:`BUILTIN`):
+adding an architecture or a dataset to seqlab is one new module plus its import line in
+``seqlab/models/__init__.py`` or ``seqlab/data/__init__.py``. Code outside seqlab registers its
+records the same way before it loads a config that names them; :func:`registered` does it for the
+length of a ``with`` block (``tests/test_plugins.py`` trains, evaluates and loads a model and a
+dataset defined in the test file alone).
+
+This module imports nothing from seqlab, so every layer can register here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+#: what a model reads, and what a dataset's examples are
+Inputs = Literal["text", "image", "series"]
+INPUTS = ("text", "image", "series")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the data decides about a model's shape (vocabularies, classes, window); a builder
+    takes the ones its architecture needs with :meth:`need`."""
+
+    arch: str
+    vocab_size: int | None = None
+    src_vocab_size: int | None = None
+    tgt_vocab_size: int | None = None
+    num_classes: int | None = None
+    window: int | None = None
+
+    def need(self, name: str) -> int:
+        """The size called ``name``, which the caller of the builder must have given."""
+        value = getattr(self, name)
+        if value is None:
+            raise ValueError(f"model.arch={self.arch} needs {name}")
+        return value
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """An architecture.
+
+    Args:
+        config: its config class, a :class:`seqlab.config.ModelConfigBase` whose ``arch`` field
+            defaults to the architecture's name and whose ``task`` class variable names its task
+            (``language_modeling``, ``translation``, ``classification``, ``forecasting``).
+        build: ``build(cfg, sizes) -> nn.Module``: a fresh model from a validated config and the
+            :class:`Sizes` the data decided.
+        inputs: what the model reads: ``text`` (token ids), ``image`` or ``series``; a dataset
+            must give the same (:attr:`DatasetSpec.inputs`).
+    """
+
+    config: type
+    build: Callable[[Any, Sizes], Any]
+    inputs: Inputs = "text"
+
+    @property
+    def arch(self) -> str:
+        """``model.arch``: the default of the config class's ``arch`` field."""
+        return self.config.model_fields["arch"].default
+
+    @property
+    def task(self) -> str:
+        return self.config.task
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A dataset, as ``data.dataset`` names it.
+
+    Args:
+        name: the value of ``data.dataset``.
+        task: the task its examples are for.
+        read: ``read(data, seed)``: the examples, from the experiment's ``data`` section (a
+            :class:`seqlab.config.DataConfig`) and ``train.seed``. What it returns is the task's
+            format: the whole text (``language_modeling``); ``{split: [(source, target), ...]}``
+            (``translation``); ``{split: [(text, label), ...]}`` or, for images, ``{split:
+            (images (N, C, H, W) in [0, 1], labels (N,))}`` (``classification``), in both with
+            ``train`` and the held-out ``val`` that chooses checkpoints; the series, a float
+            tensor (N,) (``forecasting``).
+        inputs: ``text``, ``image`` or ``series``.
+        needs_path: the examples are the user's file, ``data.path`` (required with this
+            dataset and refused with any other).
+        labels: classification: the label names in the dataset's order (else the sorted labels
+            of the training split).
+        eval_split: classification: the split ``seqlab evaluate`` scores by default (``val``
+            when None).
+        summary: one line for ``seqlab data list``.
+    """
+
+    name: str
+    task: str
+    read: Callable[[Any, int], Any]
+    inputs: Inputs = "text"
+    needs_path: bool = False
+    labels: tuple[str, ...] = ()
+    eval_split: str | None = None
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """A recurrent cell, as ``model.cell`` names it.
+
+    Args:
+        name: the value of ``model.cell``.
+        cell: the from-scratch cell class, ``cell(input_size, hidden_size, **options)``; its
+            ``state_size`` is the number of state tensors (1 for ``h``, 2 for ``(h, c)``).
+        options: keyword arguments of ``cell`` (``nonlinearity="relu"``).
+        fused: PyTorch's layer computing the same function, ``fused(input_size, hidden_size,
+            num_layers, batch_first=..., dropout=..., bidirectional=...)``, or None.
+        why_not_fused: when ``fused`` is None, why PyTorch has none (shown in errors).
+    """
+
+    name: str
+    cell: type
+    options: Mapping[str, Any] = field(default_factory=dict)
+    fused: Callable[..., Any] | None = None
+    why_not_fused: str = ""
+
+
+#: the package that registers seqlab's own records of each kind, imported on first read
+BUILTIN = {
+    "models": "seqlab.models",
+    "datasets": "seqlab.data",
+    "cells": "seqlab.nn.rnn",
+    "task rules": "seqlab.tasks",
+}
+
+_MODELS: dict[str, ModelSpec] = {}
+_DATASETS: dict[str, DatasetSpec] = {}
+_CELLS: dict[str, CellSpec] = {}
+_TASK_RULES: dict[str, Callable[[Any], None]] = {}
+_loaded: set[str] = set()
+
+
+def _builtin(kind: str) -> None:
+    if kind not in _loaded:
+        _loaded.add(kind)
+        try:
+            importlib.import_module(BUILTIN[kind])
+        except BaseException:
+            _loaded.discard(kind)
+            raise
+
+
+def _add(table: dict[str, Any], kind: str, name: str, record: Any) -> Any:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a {kind} needs a non-empty name, got {name!r}")
+    if name in table:
+        raise ValueError(
+            f"a {kind} named {name!r} is registered already ({table[name]!r}); pick another name"
+        )
+    table[name] = record
+    return record
+
+
+# ------------------------------------------------------------------------------ registering
+def register_model(spec: ModelSpec) -> ModelSpec:
+    """Add an architecture; its name (``spec.arch``) must be new."""
+    fields = getattr(spec.config, "model_fields", {})
+    if "arch" not in fields or not isinstance(getattr(spec.config, "task", None), str):
+        raise ValueError(
+            f"{spec.config!r} is not a model config: it needs an 'arch' field whose default is "
+            "the architecture's name and a 'task' class variable (see seqlab.config.ModelConfigBase)"
+        )
+    if spec.inputs not in INPUTS:
+        raise ValueError(f"model inputs must be one of {', '.join(INPUTS)}, got {spec.inputs!r}")
+    return _add(_MODELS, "model", spec.arch, spec)
+
+
+def register_dataset(spec: DatasetSpec) -> DatasetSpec:
+    """Add a dataset; its name must be new."""
+    if spec.inputs not in INPUTS:
+        raise ValueError(
+            f"dataset {spec.name!r}: inputs must be one of {', '.join(INPUTS)}, got {spec.inputs!r}"
+        )
+    return _add(_DATASETS, "dataset", spec.name, spec)
+
+
+def register_cell(spec: CellSpec) -> CellSpec:
+    """Add a recurrent cell; its name must be new."""
+    return _add(_CELLS, "cell", spec.name, spec)
+
+
+def register_task_rules(task: str, rules: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Add a task's configuration rules: ``rules(cfg)`` raises ``ValueError`` (naming the keys)
+    when an :class:`seqlab.config.ExperimentConfig` of that task combines its sections wrongly."""
+    return _add(_TASK_RULES, "task's rules", task, rules)
+
+
+_TABLES: dict[type, tuple[str, dict[str, Any]]] = {
+    ModelSpec: ("models", _MODELS),
+    DatasetSpec: ("datasets", _DATASETS),
+    CellSpec: ("cells", _CELLS),
+}
+_REGISTER: dict[type, Callable[[Any], Any]] = {
+    ModelSpec: register_model,
+    DatasetSpec: register_dataset,
+    CellSpec: register_cell,
+}
+
+
+def _name(record: ModelSpec | DatasetSpec | CellSpec) -> str:
+    return record.arch if isinstance(record, ModelSpec) else record.name
+
+
+def unregister(record: ModelSpec | DatasetSpec | CellSpec) -> None:
+    """Remove a record that was registered (tests, notebooks)."""
+    kind, table = _TABLES[type(record)]
+    if table.get(_name(record)) is not record:
+        raise ValueError(f"{record!r} is not registered among the {kind}")
+    del table[_name(record)]
+
+
+@contextmanager
+def registered(*records: ModelSpec | DatasetSpec | CellSpec) -> Iterator[None]:
+    """Register ``records`` for the duration of a ``with`` block, then remove them."""
+    for kind in {_TABLES[type(r)][0] for r in records}:
+        _builtin(kind)  # the built-in records first, so a clash is found now
+    done: list[Any] = []
+    try:
+        for record in records:
+            done.append(_REGISTER[type(record)](record))
+        yield
+    finally:
+        for record in reversed(done):
+            unregister(record)
+
+
+# --------------------------------------------------------------------------------- reading
+def models() -> Mapping[str, ModelSpec]:
+    """Every architecture, by ``model.arch``."""
+    _builtin("models")
+    return MappingProxyType(_MODELS)
+
+
+def datasets() -> Mapping[str, DatasetSpec]:
+    """Every dataset, by ``data.dataset``."""
+    _builtin("datasets")
+    return MappingProxyType(_DATASETS)
+
+
+def cells() -> Mapping[str, CellSpec]:
+    """Every recurrent cell, by ``model.cell``."""
+    _builtin("cells")
+    return MappingProxyType(_CELLS)
+
+
+def task_rules() -> Mapping[str, Callable[[Any], None]]:
+    """Each task's configuration rules, by task name."""
+    _builtin("task rules")
+    return MappingProxyType(_TASK_RULES)
+
+
+def choices(names: Any) -> str:
+    """``'a', 'b' or 'c'``: registered names for an error message."""
+    quoted = [repr(n) for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]

@@ -1,0 +1,70 @@
+"""Classification: one label per sentence or image — two kinds of run on one base.
+
+- :mod:`~seqlab.tasks.classification.base`: what both kinds share: the run's classes, the
+  forward pass, the predictor (classify, probabilities, scores, evaluation, attention maps);
+- :mod:`~seqlab.tasks.classification.text`: text classifiers (Transformer, BiLSTM, CNN);
+- :mod:`~seqlab.tasks.classification.image`: image classifiers (the Vision Transformer of
+  Dosovitskiy et al. 2021, a ConvNet);
+- :mod:`~seqlab.tasks.classification.splits`: the run's dataset, its splits and labels;
+- :mod:`~seqlab.tasks.classification.metrics`: accuracy, macro-F1, the confusion matrix;
+- :mod:`~seqlab.tasks.classification.training`: training either kind.
+
+Whether a run reads text or images is decided once, by its dataset's inputs
+(:meth:`~seqlab.tasks.classification.base.Classifier.accepts`).
+
+**Splits.** The validation split that chooses checkpoints is always held out of the training
+data (``data.val_examples``, a seeded choice); the dataset's evaluation split is never used to
+choose anything. SST-2: ``train`` / ``val`` / ``dev`` (GLUE's labelled evaluation split; its
+test labels are not public). SST-2's training file holds every phrase of each sentence's parse
+tree as its own example, so a random hold-out would validate on phrases whose sentence is in
+training; ``val`` is instead ``data.val_examples`` whole sentences, and every phrase contained in
+one of them is left out of training (:func:`seqlab.data.classification.sentence_holdout`).
+MNIST and AG News: ``train`` / ``val`` / ``test``. A user's file (``data.dataset:
+text-classification``): ``train`` / ``val``. Each dataset's reader makes its splits
+(:class:`seqlab.catalog.DatasetSpec`).
+
+A run directory holds ``classes.json`` (label names; for images the input size and the training
+set's mean and standard deviation) and, for text, ``vocab.json`` and ``tokenizer.json``; a
+classifier's ``load`` needs nothing else.
+"""
+
+from __future__ import annotations
+
+from seqlab import catalog
+from seqlab.config import ExperimentConfig
+from seqlab.tasks.classification.base import ARTEFACTS, Classes, Classifier
+from seqlab.tasks.classification.image import ImageClassifier
+from seqlab.tasks.classification.metrics import ClassificationReport, classification_metrics
+from seqlab.tasks.classification.text import TextClassifier
+from seqlab.tasks.classification.training import build_experiment
+
+
+def check_config(cfg: ExperimentConfig) -> None:
+    """Classification's rule across sections: a model with learned or sinusoidal positions
+    (``model.max_len``) reads sentences of up to ``data.max_len`` tokens. (That a text dataset
+    goes with a text model, an image dataset with an image model, is checked for every task.)"""
+    model_len = getattr(cfg.model, "max_len", None)
+    if model_len is not None and model_len < cfg.data.max_len:
+        raise ValueError(
+            f"model.max_len={model_len} is smaller than data.max_len={cfg.data.max_len}; "
+            "raise model.max_len"
+        )
+
+
+catalog.register_task_rules("classification", check_config)
+
+#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
+PREDICTORS = (TextClassifier, ImageClassifier)
+
+__all__ = [
+    "ARTEFACTS",
+    "PREDICTORS",
+    "Classes",
+    "ClassificationReport",
+    "Classifier",
+    "ImageClassifier",
+    "TextClassifier",
+    "build_experiment",
+    "check_config",
+    "classification_metrics",
+]

@@ -1,0 +1,201 @@
+"""Text classification: one label per sentence (Transformer, BiLSTM and CNN classifiers).
+
+A sentence is read as the token ids of the run's tokenizer and vocabulary, cut to
+``data.max_len`` tokens (:func:`encode_texts`, the one encoding of training and inference). A
+run directory holds ``classes.json``, ``vocab.json`` and ``tokenizer.json``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.config import ExperimentConfig
+from seqlab.data.classification import Examples, label_ids, label_set
+from seqlab.data.parallel import DataWarning
+from seqlab.data.tokenizers import Tokenizer, load_tokenizer, make_tokenizer, save_tokenizer
+from seqlab.data.vocab import Vocab
+from seqlab.errors import SeqlabError
+from seqlab.models import build_model
+from seqlab.tasks.base import Run, load_weights
+from seqlab.tasks.classification import splits
+from seqlab.tasks.classification.base import (
+    Classes,
+    Classifier,
+    TrainingData,
+    attention_layers,
+)
+from seqlab.tasks.options import Option
+from seqlab.textio import read_lines
+from seqlab.tokens import UNK
+
+
+def encode_texts(
+    texts: Sequence[str], vocab: Vocab, tokenizer: Tokenizer, max_len: int
+) -> list[list[int]]:
+    """The ids the model reads for each text: its tokens cut to ``max_len``; an empty text reads
+    ``<unk>``."""
+    return [vocab[tokenizer.tokenize(t)][:max_len] or [UNK] for t in texts]
+
+
+class TextClassifier(Classifier):
+    """A trained text classifier (see :class:`~seqlab.tasks.classification.base.Classifier`)."""
+
+    kind = "text classification"
+    item = "sentence"
+    options: ClassVar[tuple[Option, ...]] = (
+        *Classifier.options,
+        Option(
+            "--input",
+            "one sentence a line (default: stdin)",
+            ("classify",),
+            role="cli",
+            metavar="FILE",
+        ),
+        Option("--src", "your sentences", ("evaluate",), role="file", metavar="FILE"),
+        Option(
+            "--labels", "the label of each --src line", ("evaluate",), role="file", metavar="FILE"
+        ),
+    )
+    usage: ClassVar[dict[str, str]] = {
+        "evaluate": "a text classifier is scored on --split, or on --src FILE with --labels FILE",
+        "classify": "give sentences with --input FILE or on stdin, not file arguments",
+    }
+
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: ExperimentConfig,
+        classes: Classes,
+        vocab: Vocab,
+        tokenizer: Tokenizer,
+        run: Run | None = None,
+    ) -> None:
+        super().__init__(model, cfg, classes, run)
+        self.vocab, self.tokenizer = vocab, tokenizer
+
+    @classmethod
+    def load(cls, run: Run) -> TextClassifier:
+        """The trained classifier of ``run`` (its classes, vocabulary, tokenizer, checkpoint)."""
+        classes = Classes.load(run.file("classes.json"))
+        run.check_size("num_classes", len(classes.labels))
+        vocab = Vocab.load(run.file("vocab.json"))
+        run.file("tokenizer.json")
+        tokenizer = load_tokenizer(run.run_dir)
+        run.check_size("vocab_size", len(vocab))
+        model = build_model(run.cfg.model, vocab_size=len(vocab), num_classes=len(classes.labels))
+        return cls(load_weights(model, run), run.cfg, classes, vocab, tokenizer, run)
+
+    # -- inputs
+    def token_ids(self, text: str) -> list[int]:
+        """The ids the model reads: tokens cut to ``data.max_len``; an empty text reads ``<unk>``."""
+        return encode_texts([text], self.vocab, self.tokenizer, self.cfg.data.max_len)[0]
+
+    def tokens(self, text: str) -> list[str]:
+        return self.vocab.to_tokens(self.token_ids(text))
+
+    def encode(self, items: Sequence[Any] | Tensor) -> list[list[int]]:
+        """Token ids of sentences; a blank one is refused, long ones cut with one warning."""
+        if isinstance(items, Tensor) or any(not isinstance(s, str) for s in items):
+            raise SeqlabError("this is a text classifier: give it sentences (strings)")
+        blank = [i for i, s in enumerate(items) if not s.strip()]
+        if blank:
+            raise SeqlabError(
+                f"sentence {blank[0]} (of {len(items)}) is blank: there is nothing to "
+                f"classify in it ({len(blank)} blank in all); leave blank sentences out"
+            )
+        limit = self.cfg.data.max_len
+        cut = sum(len(self.tokenizer.tokenize(s)) > limit for s in items)
+        if cut:
+            warnings.warn(
+                f"truncated {cut} of {len(items)} input sentences to data.max_len={limit} "
+                "tokens (the model reads no more)",
+                stacklevel=4,
+            )
+        return encode_texts(items, self.vocab, self.tokenizer, limit)
+
+    # -- labelled examples
+    def split_examples(self, split: str) -> tuple[list[str], list[str]]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataWarning)  # reported when the run was trained
+            texts = splits.text_splits(self.cfg)
+        if split not in texts:
+            raise SeqlabError(
+                f"{self.cfg.data.dataset} has no {split!r} split; choose from {', '.join(texts)}"
+            )
+        return [t for t, _ in texts[split]], [label for _, label in texts[split]]
+
+    def file_examples(self, files: Mapping[str, str]) -> tuple[list[str], list[str]]:
+        """The sentences of ``--src`` and the labels of ``--labels``, line by line."""
+        if set(files) != {"src", "labels"}:
+            raise SeqlabError("--src and --labels go together: the sentences and their labels")
+        src, labels_file = files["src"], files["labels"]
+        texts, labels = read_lines(src, "--src"), read_lines(labels_file, "--labels")
+        if not texts and not labels:
+            raise SeqlabError(
+                f"--src {src} and --labels {labels_file} are empty: there is nothing to score"
+            )
+        if len(texts) != len(labels):
+            raise SeqlabError(
+                f"--src {src} has {len(texts)} lines but --labels {labels_file} has "
+                f"{len(labels)}; they must pair up line by line"
+            )
+        return texts, [label.strip() for label in labels]
+
+    # -- attention
+    @torch.no_grad()
+    def attention(self, item: Any) -> tuple[list[str], list[Tensor]]:
+        self._needs_attention()
+        if not isinstance(item, str):
+            raise SeqlabError("this is a text classifier: give it a sentence")
+        device = next(self.model.parameters()).device
+        ids = self.token_ids(item)
+        weights = self.model.attention(
+            torch.tensor([ids], device=device), torch.tensor([len(ids)], device=device)
+        )
+        names = self.tokens(item)
+        if getattr(self.model, "pooling", None) == "cls":
+            names = ["[CLS]", *names]
+        return names, attention_layers(weights)
+
+    # -- training
+    @classmethod
+    def training_data(cls, cfg: ExperimentConfig, run_dir: Path | None) -> TrainingData:
+        """Encoded splits, and the labels, vocabulary and tokenizer: the run's own when resuming,
+        else built on the training split."""
+        d = cfg.data
+        texts = splits.text_splits(cfg)
+        if run_dir is not None:
+            classes = Classes.load(Path(run_dir) / "classes.json")
+            vocab = Vocab.load(Path(run_dir) / "vocab.json")
+            tokenizer = load_tokenizer(run_dir)
+        else:
+            classes = Classes(label_set(texts["train"], splits.known_labels(cfg)))
+            tokenizer = make_tokenizer(d.tokenizer, d.normalize)
+            vocab = Vocab(
+                [tokenizer.tokenize(t) for t, _ in texts["train"]], d.min_freq, d.max_vocab
+            )
+        where = d.path or d.dataset
+
+        def encoded(examples: Examples, what: str) -> tuple[list[list[int]], list[int]]:
+            ids = encode_texts([t for t, _ in examples], vocab, tokenizer, d.max_len)
+            return ids, label_ids([label for _, label in examples], classes.labels, what)
+
+        def save(directory: Path) -> None:
+            classes.save(Path(directory) / "classes.json")
+            vocab.save(Path(directory) / "vocab.json")
+            save_tokenizer(tokenizer, directory)
+
+        return TrainingData(
+            classes,
+            encoded(texts["train"], where),
+            encoded(texts["val"], f"{where} (val)"),
+            {"num_classes": len(classes.labels), "vocab_size": len(vocab)},
+            save,
+            lambda model: cls(model, cfg, classes, vocab, tokenizer),
+        )

@@ -1,0 +1,72 @@
+"""Training a classifier, of either kind: batches, the cross-entropy loss, validation by
+accuracy (:func:`build_experiment`).
+
+The kind of run (text or images) gives its encoded examples and artefacts
+(:meth:`~seqlab.tasks.classification.base.Classifier.training_data`); everything else is the
+same for both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqlab.config import ExperimentConfig
+from seqlab.data.classification import ClassBatch, ClassificationBatches
+from seqlab.models import build_model
+from seqlab.objective import LossFn, LossOutput, Selection
+from seqlab.progress import progress
+from seqlab.tasks.base import Experiment
+from seqlab.tasks.classification.base import Classifier, forward_batches
+from seqlab.tasks.classification.metrics import classification_metrics
+
+
+def cross_entropy_loss(label_smoothing: float) -> LossFn:
+    """``loss_fn(model, batch, state)``: mean cross-entropy of a minibatch's logits."""
+
+    def loss_fn(model: nn.Module, batch: ClassBatch, state: Any) -> LossOutput:
+        logits = model(batch.inputs, batch.lengths)  # (B, C)
+        loss = F.cross_entropy(logits.float(), batch.labels, label_smoothing=label_smoothing)
+        return LossOutput(loss, len(batch.labels), None)
+
+    return loss_fn
+
+
+def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:
+    """Examples, labels, vocabulary (the run's own when resuming), batches and the model."""
+    from seqlab.tasks import predictor_for  # the task registry imports this package
+
+    kind: type[Classifier] = predictor_for(cfg)  # type: ignore[assignment]
+    data = kind.training_data(cfg, run_dir)
+    d = cfg.data
+    batches = ClassificationBatches(*data.train, d.batch_size, shuffle=True, seed=cfg.train.seed)
+    val_batches = ClassificationBatches(*data.val, max(d.batch_size, 256), shuffle=False)
+    num_classes = len(data.classes.labels)
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg.model, **data.sizes)
+
+    def evaluate(m: nn.Module) -> dict[str, float]:
+        logits, gold = forward_batches(m, progress(val_batches, "validating", unit="batch"))
+        scores = classification_metrics(logits.argmax(-1), gold, num_classes)
+        return {
+            "val_loss": F.cross_entropy(logits, gold, reduction="sum").item() / max(len(gold), 1),
+            "val_acc": scores["accuracy"],
+            "val_f1": scores["macro_f1"],
+        }
+
+    return Experiment(
+        model=model,
+        train_batches=batches,
+        loss_fn=cross_entropy_loss(cfg.train.label_smoothing),
+        evaluate=evaluate,
+        select=Selection("val_acc", "max"),
+        save_artefacts=data.save,
+        predictor=data.predictor(model),
+        meta=dict(data.sizes),
+        unit="ex",
+        perplexity=False,
+    )
