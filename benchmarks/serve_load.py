@@ -224,7 +224,7 @@ def main() -> int:
             "errors": 0,
             "rss_growth_over_10000_requests": "< 0.05",
         },
-        "machine": machine(f"seqlab serve, engine {info['engine']}"),
+        "machine": machine(f"fp32 (seqlab serve, engine {info['engine']})"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")

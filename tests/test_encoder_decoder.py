@@ -82,6 +82,30 @@ def test_padding_and_batch_do_not_change_a_sentence(name, precision):
 
 
 @VARIANTS
+def test_attention_maps_are_the_teacher_forced_pass_with_every_weight(name):
+    model, batch = make_encoder_decoder(name), random_translation_batch()
+    maps = model.attention_maps(batch.src, batch.src_lengths, batch.tgt_in)
+    memory = model.encode(batch.src, batch.src_lengths)
+    logits, alignment = model.decode(memory, batch.tgt_in, need_weights=True)
+    torch.testing.assert_close(maps.logits, logits, atol=1e-5, rtol=0)
+    if alignment is None:
+        assert maps.alignment is None
+    else:
+        torch.testing.assert_close(maps.alignment, alignment, atol=1e-6, rtol=0)
+    assert tuple(maps.layers) == model.attention_layers
+    for kind, (rows, cols) in {"encoder": (S, S), "decoder": (T, T), "cross": (T, S)}.items():
+        for w in maps.layers.get(kind, []):
+            assert w.shape == (B, model.cfg.num_heads, rows, cols)
+            torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+    if "cross" in maps.layers:  # the alignment is one layer's cross-attention, heads averaged
+        cross = maps.layers["cross"][model.attention_layer].mean(1)
+        torch.testing.assert_close(maps.alignment, cross)
+        assert len(maps.layers["encoder"]) == model.cfg.encoder_layers
+        causal = maps.layers["decoder"][0].triu(diagonal=1)
+        assert causal.abs().max() == 0
+
+
+@VARIANTS
 def test_reorder_selects_rows(name):
     model, batch = make_encoder_decoder(name), random_translation_batch()
     memory = model.encode(batch.src, batch.src_lengths)

@@ -15,7 +15,7 @@ from precision_helpers import PRECISIONS, SCORE_TOL, assert_same_outputs, comput
 from seqlab.config import BahdanauConfig, Seq2SeqConfig, TransformerConfig
 from seqlab.data.translation_batching import BOS, EOS, PAD, Batch, pad_sequences
 from seqlab.models.bahdanau import Bahdanau
-from seqlab.models.search import beam_search, greedy_search, max_output_lengths
+from seqlab.models.search import beam_search, greedy_search, max_output_lengths, token_log_probs
 from seqlab.models.seq2seq import Seq2Seq
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 
@@ -194,6 +194,24 @@ def test_attention_of_a_hypothesis(trained, test_set):
         trained, batch.src[:1], batch.src_lengths[:1], beam_size=3, need_weights=True
     )
     assert best[0][0].attention.shape == (len(best[0][0].tokens) + 1, int(batch.src_lengths[0]))
+
+
+@torch.no_grad()
+def test_token_log_probs_add_up_to_the_searchs_log_prob(trained, test_set):
+    """Reading a hypothesis back by teacher forcing gives each token's share of its log_prob."""
+    batch, _ = test_set
+    src, lengths = batch.src[:6], batch.src_lengths[:6]
+    for hyps in (
+        [[h] for h in greedy_search(trained, src, lengths)],
+        beam_search(trained, src, lengths, beam_size=3, nbest=3),
+    ):
+        for i, nbest in enumerate(hyps):
+            memory = trained.encode(src[i : i + 1, : int(lengths[i])], lengths[i : i + 1])
+            for h in nbest:
+                logits, _ = trained.decode(memory, torch.tensor([[BOS, *h.tokens]]))
+                found = token_log_probs(logits[0], torch.tensor([*h.tokens, EOS]))  # (T,)
+                assert found.shape == (len(h.tokens) + 1,) and (found <= 0).all()
+                assert float(found.sum()) == pytest.approx(h.log_prob, abs=1e-4)
 
 
 # ----------------------------------------------------------------------------- untrained models

@@ -10,6 +10,7 @@ import math
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ with warnings.catch_warnings():  # newer Starlette prefers httpx2 for its test c
     from fastapi.testclient import TestClient
 
 import seqlab  # noqa: E402
+from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.serve import Limits, create_app  # noqa: E402
 from seqlab.serve.handlers import TranslationHandler  # noqa: E402
 
@@ -101,6 +103,7 @@ def test_health_and_models_describe_every_run(api, models):
     assert infos["cls"]["labels"] == models["cls"].labels and infos["cls"]["attention"] == ["self"]
     assert infos["vit"]["input"] == "image" and infos["vit"]["attention"] == ["self", "rollout"]
     assert infos["vit"]["image_size"] == 28 and infos["fc"]["window"] == 4
+    assert infos["mt"]["languages"] is None  # dates: generated strings, not two languages
     assert {m["engine"] for m in infos.values()} == {"seqlab"}
 
 
@@ -605,8 +608,8 @@ def test_a_request_over_its_time_limit_answers_504(models, monkeypatch):
         lm = app.state.handlers["lm"]
         tokens = lm._tokens
 
-        def slow_tokens(ids, work):
-            for token in tokens(ids, work):
+        def slow_tokens(work):
+            for token in tokens(work):
                 time.sleep(0.05)
                 yield token
 
@@ -616,6 +619,26 @@ def test_a_request_over_its_time_limit_answers_504(models, monkeypatch):
         assert 0 < len(events) - 1 < 100 and events[-1][0] == "error"
         assert events[-1][1]["limit"] == "timeout_s"
         assert c.post("/translate", json={"text": "09/05/98"}).status_code == 200
+
+
+class _Terminal(io.StringIO):
+    """A standard error that says it is a terminal (where progress bars are drawn)."""
+
+    def isatty(self):
+        return True
+
+
+def test_the_server_draws_no_progress_bars(models, monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    models["mt"].hypotheses(DATES)  # called directly, on a terminal: a bar
+    assert "decoding" in terminal.getvalue()
+    terminal.seek(0)
+    terminal.truncate()
+    with client({"mt": models["mt"], "lm": models["lm"]}) as c:
+        assert c.post("/translate", json={"text": DATES}).status_code == 200
+        assert c.post("/generate", json={"tokens": 5}).status_code == 200
+    assert "decoding" not in terminal.getvalue() and "\r" not in terminal.getvalue()
 
 
 # ---------------------------------------------------------------------------- engines
@@ -631,6 +654,12 @@ def test_transformer_runs_on_ctranslate2_when_installed(models):
         assert [t["text"] for t in r["translations"]] == mt.translate(DATES, engine="ctranslate2")
         r = c.post("/translate", json={"model": "mt", "text": DATES[0], "attention": True}).json()
         assert r["engine"] == "seqlab" and r["translations"][0]["detail"]["cross"]
+    # required: for the Transformer; the models CTranslate2 does not decode stay on seqlab
+    with client(chosen, engine="ctranslate2") as c:
+        infos = {m["name"]: m["engine"] for m in c.get("/models").json()["models"]}
+        assert infos == {"mt": "ctranslate2", "bahdanau": "seqlab"}
+    with pytest.raises(SeqlabError, match="--engine must be auto, seqlab, ctranslate2"):
+        create_app(chosen, engine="onnx")
 
 
 # ------------------------------------------------------------------ the command line
@@ -696,3 +725,95 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits(tiny_runs, tmp_path):
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def _serve(argv, log):
+    """Start ``seqlab serve ARGV`` on a free port, its log in ``log``; (process, base URL)."""
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SEQLAB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "seqlab", "serve", *argv, "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return server, port, url
+        except httpx.TransportError:
+            time.sleep(0.05)
+    server.kill()
+    pytest.fail("the server did not start")
+
+
+def _send(port, path, body, cut=None):
+    """A raw HTTP POST (``cut``: send only that many bytes of the body); the open socket."""
+    data = json.dumps(body).encode()
+    head = f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    head += f"Content-Length: {len(data)}\r\n\r\n"
+    conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+    conn.sendall(head.encode() + data[:cut])
+    return conn
+
+
+def _reset(conn):
+    """Close as a client that crashed: a TCP reset, nothing more read or sent."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def test_clients_that_leave_never_stop_the_server(tiny_runs, tmp_path):
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
+    argv = [f"words={tiny_runs['lm']}", f"dates={tiny_runs['mt']}", "--quiet"]
+    argv += ["--max-tokens", "1000000", "--timeout-s", "600", "--engine", "seqlab"]
+    server, port, url = _serve(argv, log)
+    try:
+        # a stream whose client goes away after its first token: the generation stops
+        stream = _send(port, "/generate", {"model": "words", "tokens": 1000000, "stream": True})
+        seen = b""
+        while b"event: token" not in seen:
+            chunk = stream.recv(4096)
+            assert chunk, seen
+            seen += chunk
+        _reset(stream)
+        # a request whose client leaves before the answer, and one that leaves mid-body
+        _reset(_send(port, "/translate", {"model": "dates", "text": DATES}))
+        _reset(_send(port, "/translate", {"model": "dates", "text": DATES}, cut=10))
+        # the same model answers next (its one worker is not busy with the abandoned stream)
+        r = httpx.post(f"{url}/generate", json={"model": "words", "tokens": 5}, timeout=60)
+        assert r.status_code == 200 and len(r.json()["tokens"]) == 5
+        r = httpx.post(f"{url}/translate", json={"model": "dates", "text": DATES}, timeout=60)
+        assert r.status_code == 200 and len(r.json()["translations"]) == len(DATES)
+        assert httpx.get(f"{url}/health", timeout=10).json()["queued"] == {"words": 0, "dates": 0}
+        assert server.poll() is None
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        log.close()
+    text = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in text and "seqlab serve: stopped" in text, text
+
+
+def test_only_a_closed_standard_stream_ends_a_command_quietly(tiny_runs, monkeypatch, capsys):
+    """``seqlab … | head`` ends with 141 and nothing said; a broken pipe anywhere else (what a
+    socket gives) is not mistaken for it: ``seqlab serve`` never ends quietly on one."""
+    import uvicorn
+
+    from seqlab.cli import main
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with monkeypatch.context() as m:
+        m.setattr(sys, "stdout", ClosedPipe())
+        assert main(["data", "list"]) == 141
+    assert capsys.readouterr().err == ""
+
+    def broken(self, *args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(uvicorn.Server, "run", broken)
+    with pytest.raises(BrokenPipeError):
+        main(["serve", str(tiny_runs["mt"]), "--port", str(_free_port()), "--engine", "seqlab"])

@@ -42,7 +42,7 @@ def _browser(profile: Path):
         "--disable-component-update",
         "--disable-sync",
         "--disable-dev-shm-usage",
-        "--window-size=1280,1000",
+        "--window-size=1280,1400",  # the whole page, no scrolling, in the screenshot
         f"--user-data-dir={profile}",
     ):
         options.add_argument(arg)

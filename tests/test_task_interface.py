@@ -300,6 +300,35 @@ def test_language_models_share_one_interface(tiny_runs):
     assert torch.equal(out, tokens[:, 10:])
 
 
+def test_a_language_model_streams_the_tokens_of_the_one_generate(tiny_runs):
+    """``stream`` (what the server sends token by token) chooses the tokens that the models'
+    :func:`~seqlab.models.language_model.generate` chooses, and ``generate`` writes them."""
+    from seqlab.models.language_model import generate
+
+    for name in ("lm", "lm-transformer"):
+        lm = load(tiny_runs[name])
+        for options in ({}, {"temperature": 0.8, "seed": 3}, {"top_k": 3, "seed": 1}):
+            ids = lm.prefix_ids("the time")
+            streamed = list(lm.stream("the time", 20, **options))  # past the 12-token context
+            sampling = lm.sampling(options.get("temperature"), options.get("top_k"))
+            gen = torch.Generator().manual_seed(options.get("seed", 0))
+            never = range(lm.vocab.num_reserved)
+            assert streamed == generate(lm.model, ids, 20, *sampling, gen, never)
+            assert lm.generate("the time", 20, **options) == lm.detokenize(ids + streamed)
+        d = lm.cfg.decode  # no options: the run's decode section
+        assert lm.sampling() == (d.strategy, d.temperature, d.top_k)
+        assert lm.prefix_ids("") == [lm.vocab.num_reserved]  # no context: the most frequent
+        for options, needle in [
+            ({"temperature": 0, "top_k": 2}, "top_k applies"),
+            ({"temperature": -1}, "temperature must be"),
+            ({"tokens": -1}, "must be >= 0"),
+        ]:
+            with pytest.raises(SeqlabError, match=needle):  # refused before the first token
+                lm.stream("the", **{"tokens": 5, **options})
+            with pytest.raises(SeqlabError, match=needle):
+                lm.check("generate", {"tokens": 5, **options})
+
+
 # ------------------------------------------------------------------------------ reports
 def test_a_report_reads_like_the_dictionary_evaluation_returned():
     report = Report("ck.pt", {"split": "val"}, {"loss": 1.5, "tokens": 3})

@@ -113,6 +113,9 @@ class DatasetSpec:
         eval_split: classification: the split ``seqlab evaluate`` scores by default (``val``
             when None).
         summary: one line for ``seqlab data list``.
+        natural_language: translation: both sides are natural-language sentences in
+            ``data.src_lang`` / ``data.tgt_lang``, so the paper-style (Moses-tokenised) BLEU
+            applies; False for generated symbol strings (dates), where it does not.
     """
 
     name: str
@@ -123,6 +126,7 @@ class DatasetSpec:
     labels: tuple[str, ...] = ()
     eval_split: str | None = None
     summary: str = ""
+    natural_language: bool = True
 
 
 @dataclass(frozen=True)

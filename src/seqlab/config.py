@@ -176,7 +176,9 @@ class ModelConfigBase(Strict):
 class TrainConfig(Strict):
     """Optimisation, schedule, checkpointing; nothing here depends on the architecture."""
 
-    seed: NonNegative = 0
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = Field(
+        0, description="random seed, 0 to 2**32 - 1 (it is mixed with epoch numbers)"
+    )
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: Annotated[float, Field(gt=0.0, le=MAX_LR)] = 1e-3
     weight_decay: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0

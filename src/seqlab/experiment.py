@@ -20,12 +20,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError, SeqlabError
 from seqlab.io import WRITE_ERRNOS
-from seqlab.machine import machine
+from seqlab.machine import machine, set_threads
 from seqlab.precision import resume_precision
 from seqlab.rundir import RunDir, RunLock
 from seqlab.tasks import artefacts, build_experiment
@@ -169,7 +167,7 @@ def _train(
         run.check_new(artefacts())
         cfg = absolute_data_path(cfg)
     if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+        set_threads(cfg.train.threads, "train.threads")
     precision = None
     if resume:
         overridden = any(o.split("=", 1)[0].strip() == "train.precision" for o in overrides or [])

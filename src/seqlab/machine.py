@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity, else the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def set_threads(threads: int, what: str = "threads") -> int:
+    """Set PyTorch's thread count; more threads than CPUs is cut to the CPU count, with a
+    warning (thousands of threads crash the OpenMP runtime, and more than one per CPU only
+    slows the work). 0 leaves PyTorch's default. Returns the count in use."""
+    if threads > cpu_count():
+        warnings.warn(
+            f"{what}={threads} is more than the {cpu_count()} CPU(s) this process may use: "
+            f"using {cpu_count()}",
+            stacklevel=2,
+        )
+        threads = cpu_count()
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
 
 
 def cpu_model() -> str:

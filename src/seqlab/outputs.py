@@ -41,6 +41,60 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def check_not_run_file(path: str | Path, what: str) -> Path:
+    """Refuse a file to be written that belongs to a training run: its ``config.yaml``,
+    ``run.json``, ``curves.png``, metrics, vocabularies, tokenizers, or anything under its
+    ``checkpoints/`` or ``exports/`` (replacing one would break the run). A new file of another
+    name in a run directory is allowed.
+
+    Raises:
+        SeqlabError: naming the run and its file (nothing is written).
+    """
+    from seqlab.rundir import RunDir
+
+    path = Path(path)
+    full = Path(os.path.realpath(path.parent)) / path.name
+    for folder in full.parents:
+        run = RunDir(folder)
+        if not (run.holds_training_files() or (folder / RunDir.CONFIG).is_file()):
+            continue
+        first = full.relative_to(folder).parts[0]
+        if first not in RunDir.FILES and not first.startswith(".") and first not in _artefacts():
+            return path
+        raise SeqlabError(
+            f"{what} {path} is a file of the training run {folder} ({first}); seqlab never "
+            "replaces a run's own files: give another file name (nothing was written)"
+        )
+    return path
+
+
+def _artefacts() -> set[str]:
+    from seqlab.tasks import artefacts
+
+    return artefacts()
+
+
+def check_not_input(path: str | Path, inputs: dict[str, str | Path], what: str) -> Path:
+    """Refuse an output file that is one of the command's own inputs (``{"--src": FILE}``):
+    writing it would replace what is being read.
+
+    Raises:
+        SeqlabError: naming both options (nothing is written).
+    """
+    path = Path(path)
+    for flag, given in inputs.items():
+        other = Path(given)
+        same = os.path.realpath(path) == os.path.realpath(other)
+        if not same and path.exists() and other.exists():
+            same = os.path.samefile(path, other)
+        if same:
+            raise SeqlabError(
+                f"{what} {path} is also the input {flag} {given}: writing it would replace the "
+                "input; give another file name (nothing was written)"
+            )
+    return path
+
+
 def _manifest(directory: Path) -> dict[str, str] | None:
     """The files seqlab recorded in ``directory`` (relative path -> SHA-256), or None: unmarked."""
     path = directory / MANIFEST

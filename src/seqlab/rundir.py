@@ -28,6 +28,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import shutil
 import warnings
@@ -150,6 +151,23 @@ class Run:
                 "its own vocabularies and tokenizers; they are never rebuilt from data)"
             )
         return path
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The validation metrics (``val_…``, finite ones) recorded at the checkpoint's step in
+        its training history, or at the last evaluation when that step has none."""
+        history = [h for h in self.meta.get("history") or [] if isinstance(h, dict)]
+        record = next((h for h in history if h.get("step") == self.meta.get("step")), None)
+        if record is None and history:
+            record = history[-1]
+        return {
+            k: float(v)
+            for k, v in (record or {}).items()
+            if k.startswith("val_")
+            and isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+        }
 
     def check_size(self, key: str, value: int) -> None:
         """The checkpoint was trained with the same ``key`` (e.g. vocabulary size)."""
@@ -294,9 +312,11 @@ class RunDir:
         """
         if not self.path.is_dir():
             raise CheckpointError(f"run directory not found: {self.path}")
-        if not which.isdigit() and which not in ("best", "latest"):
+        if isinstance(which, int) and not isinstance(which, bool) and which >= 0:
+            which = str(which)  # a step number given as a number (the Python API)
+        if not isinstance(which, str) or not which.isdigit() and which not in ("best", "latest"):
             raise CheckpointError(
-                f"which checkpoint: best, latest or a step number, not {which[:40]!r}"
+                f"which checkpoint: best, latest or a step number, not {str(which)[:40]!r}"
             )
         step = int(which) if which.isdigit() else self.pointer(which)
         if step is None and which == "best":

@@ -19,10 +19,12 @@ it on a log scale, :func:`run_gradient_diagnosis` does both for several cells an
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
 
+from seqlab.errors import SeqlabError
 from seqlab.io import atomic_open, atomic_write_json
 from seqlab.nn.rnn import GRUCell, LSTMCell, PeepholeLSTMCell, make_cell
 
@@ -116,7 +118,15 @@ def gradient_bound(
     beta_w = float(torch.linalg.matrix_norm(rnn_cell.weight_hh.detach(), ord=2))
     factor = beta_w * BETA_H[cell]
     steps = len(norms)
-    bound = [norms[-1] * factor ** (steps - k) for k in range(1, steps + 1)]
+    try:
+        bound = [norms[-1] * factor ** (steps - k) for k in range(1, steps + 1)]
+    except OverflowError:
+        bound = [math.inf]
+    if not all(math.isfinite(b) for b in bound):
+        raise SeqlabError(
+            f"{cell}: the bound (β_W β_h)^(T-1) = {factor:.3g}^{steps - 1} is beyond float64's "
+            "range; lower --recurrent-scale or --seq-len"
+        )
     return {"beta_w": beta_w, "beta_h": BETA_H[cell], "bound": bound}
 
 
@@ -197,6 +207,12 @@ def run_gradient_diagnosis(
         )
         for cell in cells
     }
+    for cell, values in norms.items():
+        if not all(math.isfinite(v) for v in values):
+            raise SeqlabError(
+                f"{cell}: the gradient norms overflow float64 (T = {seq_len}, W_h × "
+                f"{recurrent_scale:g}); lower --recurrent-scale or --seq-len"
+            )
     bounds = {
         cell: b
         for cell in cells

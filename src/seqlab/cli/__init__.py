@@ -5,7 +5,10 @@ Each module adds its subcommands (``add_commands``). User-facing errors
 and exit with status 2, as argparse's own errors do. So are the streams' failures: a closed stdin
 asked for input, stdout closed or on a full device, and files that cannot be written (a full
 disk, a read-only folder). A reader that stops early (``seqlab translate … | head -1``) ends the
-command quietly, as it ends ``cat``: no traceback, exit status 141 (128 + SIGPIPE).
+command quietly, as it ends ``cat``: no traceback, exit status 141 (128 + SIGPIPE). Only a closed
+standard output or error counts as that reader (:class:`ReaderGone`): any other broken pipe or
+socket is a failure, never a quiet end (``seqlab serve`` is not stopped by a client that leaves;
+uvicorn ends that connection alone).
 """
 
 from __future__ import annotations
@@ -41,9 +44,36 @@ class OutputError(SeqlabError):
     """Standard output cannot be written (closed, or a full device)."""
 
 
+class ReaderGone(BrokenPipeError):
+    """The reader of standard output or error stopped early (``| head -1``): the command ends
+    quietly. Any other broken pipe (a socket, a subprocess's pipe) is not this."""
+
+
+class _Stderr:
+    """``sys.stderr`` whose closed pipe is a :class:`ReaderGone` (``seqlab … 2>&1 | head``)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError as exc:
+            raise ReaderGone(*exc.args) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError as exc:
+            raise ReaderGone(*exc.args) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class _Stdout:
-    """``sys.stdout`` whose write failures are an :class:`OutputError` (a closed pipe stays a
-    ``BrokenPipeError``: the reader stopped early, which is not an error)."""
+    """``sys.stdout`` whose write failures are an :class:`OutputError` (a closed pipe is a
+    :class:`ReaderGone`: the reader stopped early, which is not an error)."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -57,8 +87,8 @@ class _Stdout:
             raise self._fail(None)
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            raise
+        except BrokenPipeError as exc:
+            raise ReaderGone(*exc.args) from None
         except OSError as exc:
             raise self._fail(exc) from None
 
@@ -67,8 +97,8 @@ class _Stdout:
             return
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            raise
+        except BrokenPipeError as exc:
+            raise ReaderGone(*exc.args) from None
         except OSError as exc:
             raise self._fail(exc) from None
 
@@ -116,14 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    stdout, stdin = sys.stdout, sys.stdin
+    stdout, stdin, stderr = sys.stdout, sys.stdin, sys.stderr
     sys.stdout = _Stdout(stdout)  # type: ignore[assignment]
+    if stderr is not None:
+        sys.stderr = _Stderr(stderr)  # type: ignore[assignment]
     if stdin is None:
         sys.stdin = _ClosedStdin()  # type: ignore[assignment]
     try:
         return _run(func, args, stdout)
     finally:
-        sys.stdout, sys.stdin = stdout, stdin
+        sys.stdout, sys.stdin, sys.stderr = stdout, stdin, stderr
 
 
 def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, stdout: Any) -> int:
@@ -142,7 +174,7 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, st
     except KeyboardInterrupt:
         print("seqlab: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except ReaderGone:  # only standard output's or error's reader: any other pipe is a failure
         _silence_stdout(stdout)
         return 141
     except OSError as exc:
@@ -153,6 +185,30 @@ def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, st
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"seqlab: error: {where}{exc.strerror}", file=sys.stderr)
         return 2
+    except (MemoryError, RuntimeError) as exc:
+        why = out_of_memory(exc)
+        if why is None:
+            raise
+        print(f"seqlab: error: {why}", file=sys.stderr)
+        return 2
+
+
+#: what PyTorch says when a tensor cannot be allocated (too large for memory, or for its sizes)
+_NO_MEMORY = ("can't allocate memory", "Storage size calculation overflowed", "out of memory")
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The one-line error for a tensor too large to allocate (sizes the user asked for: a model's
+    width, a sequence length, a batch), or None if ``exc`` is another failure."""
+    text = str(exc)
+    if not isinstance(exc, MemoryError) and not any(s in text for s in _NO_MEMORY):
+        return None
+    wanted = text.split("you tried to allocate ")[-1].split(".")[0] if "tried" in text else ""
+    return (
+        "not enough memory for the sizes asked for"
+        + (f" (a tensor of {wanted})" if wanted else "")
+        + ": choose smaller sizes (model width or layers, lengths, batch size)"
+    )
 
 
 if __name__ == "__main__":

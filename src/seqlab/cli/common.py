@@ -34,6 +34,30 @@ def _int_at_least(text: str, low: int) -> int:
     return value
 
 
+#: the largest seed: a 32-bit one (PyTorch's generators take 64 bits, but a seed is also mixed
+#: with epoch numbers, and must stay inside them)
+MAX_SEED = 2**32 - 1
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a random seed, an integer from 0 to :data:`MAX_SEED`."""
+    value = _int_at_least(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"a seed is at most {MAX_SEED} (2**32 - 1), got {value}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (not nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text[:40]}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number >= 0."""
     try:
@@ -92,13 +116,16 @@ def _stdin_bytes(data: bytes | str) -> bytes:
 
 def check_writable(path: str | Path, what: str = "--output") -> Path:
     """Fail now, before any long work, if ``path`` cannot be written, or is a symbolic link or
-    special file that writing would replace (seqlab replaces only regular files)."""
+    special file that writing would replace (seqlab replaces only regular files), or a file of a
+    training run (:func:`seqlab.outputs.check_not_run_file`)."""
     from seqlab.io import check_replaceable
+    from seqlab.outputs import check_not_run_file
 
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
         raise SeqlabError(f"{what} {path} is a directory; give a file name")
     check_replaceable(path, what)
+    check_not_run_file(path, what)
     parent = path.parent
     while not parent.exists():
         parent = parent.parent

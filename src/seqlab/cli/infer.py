@@ -150,15 +150,33 @@ def evaluated_files(args: argparse.Namespace, model: Predictor) -> dict[str, str
 def run_command(args: argparse.Namespace) -> int:
     """Run ``args.command`` once every file or folder it may write is checked, before any work;
     a folder of figures is held to the rule of :mod:`seqlab.outputs` (:func:`writes_into`)."""
+    from seqlab.outputs import check_not_input
+
     func = RUNS[args.command]
+    inputs = _inputs(args)
     for entries in declared(args.command).values():
         option, value = entries[0][1], _value(args, entries)
         if value and option.role in ("output", "figure"):
             check_writable(value, option.flag)
+            check_not_input(value, inputs, option.flag)
         elif value and option.role == "figure_dir":
             check_writable_dir(value, option.flag)
             func = writes_into(option.dest, func)
     return func(args)
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, str]:
+    """The files the command reads, by option: ``--input``, the files ``evaluate`` scores
+    (``--src``, ``--ref``, ...) and the file arguments (images)."""
+    found = {}
+    for entries in declared(args.command).values():
+        option, value = entries[0][1], _value(args, entries)
+        if option.flag == "--input" or option.role == "file":
+            if isinstance(value, str) and value:
+                found[option.flag] = value
+        elif option.positional and value:
+            found.update({f"(file argument {i})": str(v) for i, v in enumerate(value, 1)})
+    return found
 
 
 def print_figures(args: argparse.Namespace, model: Predictor, figures: list[Path]) -> None:

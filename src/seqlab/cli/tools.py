@@ -10,9 +10,11 @@ from pathlib import Path
 
 from seqlab.cli.common import (
     check_writable_dir,
+    finite_float,
     non_negative_int,
     positive_float,
     positive_int,
+    seed_int,
     writes_into,
 )
 from seqlab.demos import DEMOS
@@ -75,8 +77,6 @@ def _lengths(text: str) -> list[int]:
 
 
 def cmd_bench_layers(args: argparse.Namespace) -> int:
-    import torch
-
     from seqlab.analysis.layer_costs import (
         attention_memory_report,
         format_layer_costs,
@@ -95,7 +95,9 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
     if args.out:
         check_writable_dir(args.out, "--out")
     if args.threads:
-        torch.set_num_threads(args.threads)
+        from seqlab.machine import set_threads
+
+        set_threads(args.threads, "--threads")
     results = measure_layer_costs(
         args.lengths,
         width=args.width,
@@ -304,7 +306,16 @@ def cmd_ngram(args: argparse.Namespace) -> int:
             )
     if args.generate is not None:
         lm = found[max(found)]["model"]
-        ids = corpus.vocab[corpus.tokenizer.tokenize(args.generate)]
+        pieces = corpus.tokenizer.tokenize(args.generate)
+        unknown = [t for t in pieces if t not in corpus.vocab]
+        if unknown:
+            print(
+                f"seqlab: warning: {len(unknown)} token(s) of the prefix are not in the "
+                f"vocabulary ({', '.join(map(repr, dict.fromkeys(unknown)))[:80]}): each is "
+                "read as <unk>, and the text shows it so",
+                file=sys.stderr,
+            )
+        ids = corpus.vocab[pieces]
         reserved = range(corpus.vocab.num_reserved)  # <unk>, <pad>, ...: never in the text
         out = lm.sample(ids, args.tokens, torch.Generator().manual_seed(args.seed), reserved)
         print(corpus.tokenizer.detokenize(corpus.vocab.to_tokens(list(ids) + out)))
@@ -327,7 +338,7 @@ def _no_options(p: argparse.ArgumentParser) -> None:
 
 
 def _seed(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed, 0 to 2**32 - 1")
 
 
 def _threads(p: argparse.ArgumentParser) -> None:
@@ -336,9 +347,31 @@ def _threads(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _int_in(low: int, high: int, even: bool = False) -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high`` (even, if asked)."""
+
+    def parse(text: str) -> int:
+        value = non_negative_int(text)
+        if not low <= value <= high or (even and value % 2):
+            kind = "an even number" if even else "a number"
+            raise argparse.ArgumentTypeError(f"must be {kind} from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
 def _positional_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-len", type=positive_int, default=60)
-    p.add_argument("--d-model", type=positive_int, default=32)
+    # the figures show offsets up to 30 and columns 6-9; the rotation needs an even width; the
+    # L × L cosine heatmap stays drawable
+    p.add_argument(
+        "--max-len", type=_int_in(31, 2000), default=60, help="positions, 31 to 2000 (default 60)"
+    )
+    p.add_argument(
+        "--d-model",
+        type=_int_in(10, 2048, even=True),
+        default=32,
+        help="encoding width, an even number from 10 to 2048 (default 32)",
+    )
 
 
 def _lm_options(p: argparse.ArgumentParser) -> None:
@@ -362,7 +395,9 @@ def _vit_vs_cnn_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-steps", type=positive_int, default=600, help="optimizer steps at least, each run"
     )
-    p.add_argument("--max-minutes", type=float, help="time budget of each run (default: config's)")
+    p.add_argument(
+        "--max-minutes", type=positive_float, help="time budget of each run (default: config's)"
+    )
     _threads(p)
 
 
@@ -398,15 +433,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seq-len", type=positive_int, default=50)
     p.add_argument("--hidden-size", type=positive_int, default=64)
     p.add_argument(
-        "--gate-bias", type=float, default=1.0, help="initial forget/update-gate bias (gated cells)"
+        "--gate-bias",
+        type=finite_float,
+        default=1.0,
+        help="initial forget/update-gate bias (gated cells)",
     )
     p.add_argument(
         "--recurrent-scale",
-        type=float,
+        type=finite_float,
         default=1.0,
         help="multiply W_h: e.g. 4 with rnn_relu explodes",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed, 0 to 2**32 - 1")
     p.add_argument("--out", default="runs/gradients", metavar="DIR", help=OUT_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=writes_into("out", cmd_diagnose_gradients))
@@ -446,7 +484,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="sample from the highest order (never <unk>, <pad>, <bos> or <eos>)",
     )
     p.add_argument("--tokens", type=non_negative_int, default=200)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed, 0 to 2**32 - 1")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_ngram)
 

@@ -102,5 +102,6 @@ register_dataset(
         "translation",
         read_dates,
         summary="written dates to ISO dates, generated: 'may 9, 1998' → 1998-05-09",
+        natural_language=False,  # an ISO date is one Moses token: paper-style BLEU says nothing
     )
 )

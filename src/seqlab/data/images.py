@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -77,9 +77,10 @@ def read_mnist(data: Any, seed: int) -> dict[str, tuple[Tensor, Tensor]]:
     return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": load_mnist("test")}
 
 
-def load_image(path: str | Path, size: int, channels: int) -> tuple[Tensor, str | None]:
-    """An image file as ``(C, size, size)`` in [0, 1], and a note when it had to be converted
-    (mode or size). MNIST digits are white on black: a mostly light image is inverted (noted)."""
+def load_image(path: str | Path | BinaryIO, size: int, channels: int) -> tuple[Tensor, str | None]:
+    """An image file (or a file object holding one) as ``(C, size, size)`` in [0, 1], and a note
+    when it had to be converted (mode or size). MNIST digits are white on black: a mostly light
+    image is inverted (noted)."""
     from PIL import Image, UnidentifiedImageError
 
     try:

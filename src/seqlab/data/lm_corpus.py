@@ -24,7 +24,7 @@ from seqlab.data.tokenizers import (
     WordTokenizer,
     make_tokenizer,
 )
-from seqlab.data.vocab import Vocab
+from seqlab.data.vocab import Vocab, check_not_empty
 from seqlab.errors import DataError
 
 LM_FILES = {"timemachine": "timemachine.txt", "tinyshakespeare": "input.txt"}
@@ -82,6 +82,8 @@ def build_lm_corpus(
     train_tokens, val_tokens = split_tokens(tokens, val_fraction)
     if vocab is None:
         vocab = Vocab(train_tokens, min_freq=min_freq, max_size=max_vocab)
+        if train_tokens:  # an empty text gets its own, more specific error from the task
+            check_not_empty(vocab, "language model's", min_freq, max_vocab)
     return LMCorpus(
         train=torch.tensor(vocab[train_tokens], dtype=torch.long),
         val=torch.tensor(vocab[val_tokens], dtype=torch.long),

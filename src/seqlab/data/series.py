@@ -99,9 +99,25 @@ def parse_series_csv(
     name = f"column {idx + 1}" if headerless else f"column {header[idx]!r}"
     values: list[float | None] = []
     data_rows = rows if headerless else rows[1:]
+    blank: list[int] = []  # blank lines not yet followed by data (at the end they are ignored)
     for number, row in enumerate(data_rows, start=1 if headerless else 2):
         if not row or not any(cell.strip() for cell in row):
-            continue  # a blank line (e.g. at the end)
+            blank.append(number)
+            continue
+        if len(row) != len(header):
+            raise DataError(
+                f"{path}:{number}: {len(row)} field(s), but the {'first row' if headerless else 'header'} "
+                f"has {len(header)}: every row holds the same columns (a decimal comma? seqlab "
+                "reads numbers with a decimal point, fields separated by commas)"
+            )
+        for gap in blank:  # a blank line between values is a time step without its value
+            if missing == "error":
+                raise DataError(
+                    f"{path}:{gap}: blank line between values: a time step without its value; "
+                    "fill it, or set data.missing (--missing): interpolate or drop"
+                )
+            values.append(None)
+        blank = []
         cell = row[idx].strip() if idx < len(row) else ""
         if cell.lower() in MISSING_MARKS:
             if missing == "error":
@@ -112,7 +128,7 @@ def parse_series_csv(
             values.append(None)
             continue
         try:
-            value = float(cell)
+            value = _number(cell)
         except ValueError:
             raise DataError(f"{path}:{number}: {cell[:40]!r} in {name} is not a number") from None
         if not math.isfinite(value):
@@ -133,9 +149,17 @@ def parse_series_csv(
     return out
 
 
+def _number(cell: str) -> float:
+    """A CSV cell's number: Python's ``float`` without its ``1_000`` digit grouping (in a CSV
+    an underscore is not part of a number)."""
+    if "_" in cell:
+        raise ValueError(cell)
+    return float(cell)
+
+
 def _is_number(cell: str) -> bool:
     try:
-        float(cell)
+        _number(cell)
     except ValueError:
         return False
     return cell.strip().lower() not in MISSING_MARKS

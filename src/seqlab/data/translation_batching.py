@@ -43,7 +43,7 @@ from torch import Tensor
 
 from seqlab.data.parallel import DataWarning
 from seqlab.data.tokenizers import SubwordTokenizer, Tokenizer, make_tokenizer
-from seqlab.data.vocab import Vocab
+from seqlab.data.vocab import Vocab, check_not_empty
 from seqlab.deprecation import renamed_attribute
 from seqlab.errors import DataError
 from seqlab.tokens import BOS, EOS, PAD
@@ -112,6 +112,7 @@ def build_vocabs(
             tok = train(src_text + tgt_text)
             counted = [tok.tokenize(s) for s in src_text + tgt_text]
             vocab = Vocab(counted, min_freq=min_freq, max_size=max_vocab)
+            check_not_empty(vocab, "joint", min_freq, max_vocab)
             return TranslationVocabs(tok, tok, vocab, vocab)
         src_tok, tgt_tok = train(src_text), train(tgt_text)
     else:
@@ -123,6 +124,8 @@ def build_vocabs(
     tgt_vocab = Vocab(
         [tgt_tok.tokenize(t) for t in tgt_text], min_freq=min_freq, max_size=max_vocab
     )
+    check_not_empty(src_vocab, "source", min_freq, max_vocab)
+    check_not_empty(tgt_vocab, "target", min_freq, max_vocab)
     return TranslationVocabs(src_tok, tgt_tok, src_vocab, tgt_vocab)
 
 

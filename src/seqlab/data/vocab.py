@@ -32,6 +32,25 @@ def count_tokens(tokens: Iterable[Any]) -> Counter[str]:
     return counter
 
 
+def check_not_empty(vocab: Vocab, what: str, min_freq: int, max_size: int | None) -> Vocab:
+    """Refuse a vocabulary, just built from training data, that holds only the reserved tokens:
+    every token of the data would be ``<unk>`` and a model trained on it learns nothing.
+
+    Raises:
+        DataError: naming ``what`` (e.g. "source") and the settings that emptied it.
+    """
+    from seqlab.errors import DataError
+
+    if len(vocab) > vocab.num_reserved:
+        return vocab
+    raise DataError(
+        f"the {what} vocabulary holds only the reserved tokens ({', '.join(RESERVED)}): "
+        f"with data.min_freq={min_freq} and data.max_vocab={max_size}, every token of the "
+        "training data would be <unk>; lower data.min_freq or raise data.max_vocab (above "
+        f"{vocab.num_reserved}), or check that the training data is not empty"
+    )
+
+
 class Vocab:
     """Token ↔ id mapping built from token counts.
 

@@ -16,14 +16,17 @@ A model (:class:`~seqlab.models.seq2seq.Seq2Seq`, :class:`~seqlab.models.bahdana
   batch rows (beam search, dropping finished sentences).
 
 The base class derives the rest from them: teacher-forced :meth:`~EncoderDecoder.decode`, one-token
-:meth:`~EncoderDecoder.decode_step`, ``forward`` and the padding-aware :meth:`~EncoderDecoder.loss`.
+:meth:`~EncoderDecoder.decode_step`, ``forward``, the padding-aware :meth:`~EncoderDecoder.loss` and
+:meth:`~EncoderDecoder.attention_maps` (a model with attention layers adds each layer's and head's
+weights to it).
 Nothing is stored on the module between calls: memory and state are passed in and returned, so
 greedy, beam search and sampling (:mod:`seqlab.models.search`) drive any model the same way.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
 from torch import Tensor, nn
 
@@ -46,6 +49,24 @@ class TranslationBatch(Protocol):
     tgt_lengths: Tensor
 
 
+@dataclass
+class AttentionMaps:
+    """A teacher-forced pass with every attention weight of the model, for drawing
+    (:meth:`EncoderDecoder.attention_maps`).
+
+    Attributes:
+        logits: ``(B, T, V)``, as ``forward`` gives them.
+        alignment: ``(B, T, S)``: the weights over the source that ``decode`` returns with
+            ``need_weights`` (None for a model without attention).
+        layers: by kind (:attr:`EncoderDecoder.attention_layers`: ``encoder`` ``(B, h, S, S)``,
+            ``decoder`` ``(B, h, T, T)``, ``cross`` ``(B, h, T, S)``), one tensor per layer.
+    """
+
+    logits: Tensor
+    alignment: Tensor | None
+    layers: dict[str, list[Tensor]] = field(default_factory=dict)
+
+
 class EncoderDecoder(nn.Module):
     """Base class of the translation models (see the module docstring).
 
@@ -58,6 +79,9 @@ class EncoderDecoder(nn.Module):
     max_decode_len: int | None = None
     #: whether ``need_weights=True`` returns weights over the source (else always None)
     has_attention: bool = False
+    #: the kinds of per-layer, per-head weights :meth:`attention_maps` gives (none: only the
+    #: alignment)
+    attention_layers: ClassVar[tuple[str, ...]] = ()
 
     # ---------------------------------------------------------------- written by each model
     def encode(self, src: Tensor, src_lengths: Tensor) -> Any:
@@ -112,3 +136,14 @@ class EncoderDecoder(nn.Module):
         """Mean cross-entropy over the real target tokens of ``batch``, and their number."""
         logits = self(batch.src, batch.src_lengths, batch.tgt_in)  # (B, T, V)
         return masked_cross_entropy(logits, batch.tgt_out, batch.tgt_lengths, label_smoothing)
+
+    def attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        """Teacher forcing with every attention weight the model has: here the alignment that
+        ``decode`` returns (Bahdanau et al. 2014, §3.1); a model with attention layers
+        (:attr:`attention_layers`) overrides it to add each layer's and head's weights.
+
+        Shape:
+            src ``(B, S)``, src_lengths ``(B,)``, tgt_in ``(B, T)`` -> see :class:`AttentionMaps`.
+        """
+        logits, alignment = self.decode(self.encode(src, src_lengths), tgt_in, need_weights=True)
+        return AttentionMaps(logits, alignment)  # (B, T, V), (B, T, S)

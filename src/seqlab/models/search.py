@@ -125,6 +125,19 @@ def _predict(
     return logits, state, attn
 
 
+def token_log_probs(logits: Tensor, targets: Tensor) -> Tensor:
+    """The log-probability of each of ``targets`` in the distribution the searches choose from
+    (``<pad>`` and ``<bos>`` removed, the rest renormalised): over a hypothesis's tokens and its
+    ``<eos>`` they sum to its :attr:`Hypothesis.log_prob`.
+
+    Shape:
+        logits ``(..., T, V)``, targets ``(..., T)`` -> ``(..., T)``.
+    """
+    logits = logits.float().clone()  # (..., T, V)
+    logits[..., _NEVER_OUTPUT] = -math.inf
+    return logits.log_softmax(-1).gather(-1, targets[..., None])[..., 0]  # (..., T)
+
+
 def _append_attention(history: Tensor | None, attn: Tensor | None) -> Tensor | None:
     """Add one step ``(R, S)`` to the attention history ``(R, t, S)``."""
     if attn is None:

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
 from seqlab.config import ModelConfigBase, Positive, Probability, check_heads
-from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.models.encoder_decoder import AttentionMaps, EncoderDecoder
 from seqlab.nn.attention import KVCache
 from seqlab.nn.transformer import Decoder, DecoderCache, Encoder
 
@@ -92,6 +92,7 @@ class TransformerSeq2Seq(EncoderDecoder):
     """
 
     has_attention = True
+    attention_layers: ClassVar[tuple[str, ...]] = ("cross", "encoder", "decoder")
 
     def __init__(
         self,
@@ -182,6 +183,27 @@ class TransformerSeq2Seq(EncoderDecoder):
         if need_weights:
             weights = out.cross_attention[self.attention_layer].mean(dim=1)  # (B, T, S)
         return logits, TransformerState(out.cache.self_kv), weights
+
+    def attention_maps(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> AttentionMaps:
+        """Teacher forcing with each layer's and head's weights (Vaswani et al. 2017, §3.2.2):
+        encoder self-attention, decoder (causal) self-attention and encoder–decoder attention;
+        the alignment is what ``decode`` returns (layer ``attention_layer`` averaged over heads).
+
+        Shape:
+            src ``(B, S)``, tgt_in ``(B, T)`` -> logits ``(B, T, V)``, alignment ``(B, T, S)``,
+            per layer encoder ``(B, h, S, S)``, decoder ``(B, h, T, T)``, cross ``(B, h, T, S)``.
+        """
+        src_lengths = src_lengths.to(src.device)
+        hidden, encoder = self.encoder(src, src_lengths, need_weights=True)  # (B, S, d)
+        out = self.decoder(tgt_in, hidden, src_lengths, need_weights=True)
+        logits = self.output(out.hidden)  # (B, T, V)
+        assert encoder is not None and out.self_attention and out.cross_attention
+        cross = list(out.cross_attention)
+        return AttentionMaps(
+            logits,
+            cross[self.attention_layer].mean(dim=1),  # (B, T, S)
+            {"cross": cross, "encoder": list(encoder), "decoder": list(out.self_attention)},
+        )
 
     def reorder_memory(self, memory: TransformerMemory, indices: Tensor) -> TransformerMemory:
         """Rows ``indices`` of the memory (select, repeat or permute sentences)."""

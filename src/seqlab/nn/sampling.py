@@ -30,7 +30,10 @@ def next_token(
         )
     if strategy == "greedy":
         return logits.argmax(dim=-1)  # (B,)
-    logits = logits.float() / temperature  # (B, V)
+    # the best logit moved to 0 first, in float64 (where 1e-300 is not 0): a tiny temperature
+    # then gives 0 and -inf (the argmax), never inf - inf or 0 / 0 = nan
+    logits = logits.double()
+    logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature  # (B, V)
     if top_k > 0:
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))  # (B, V)

@@ -3,7 +3,8 @@ model does (its output, token probabilities and attention).
 
 - :mod:`seqlab.serve.app`: the FastAPI application (:func:`create_app`, :func:`load_models`);
 - :mod:`seqlab.serve.schemas`: request and response models (the OpenAPI schema);
-- :mod:`seqlab.serve.handlers`: the task-specific glue, one handler per task;
+- :mod:`seqlab.serve.handlers`: one small handler per task, between requests and the task's
+  predictor;
 - :mod:`seqlab.serve.batching`: micro-batching on a worker thread, with a bounded queue;
 - :mod:`seqlab.serve.limits`: the named per-request limits;
 - ``static/``: the page (HTML, JavaScript and CSS; no CDN, no build step).

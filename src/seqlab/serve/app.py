@@ -168,7 +168,7 @@ def create_app(
     batchers = {
         name: Batcher(
             name,
-            handler.run,
+            handler.run_batch,
             max_batch=limits.max_batch,
             wait_s=limits.batch_wait_ms / 1000,
             max_queue=limits.max_queue,

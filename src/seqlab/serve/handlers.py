@@ -1,27 +1,27 @@
-"""What the server knows about each task: one small handler per task between the HTTP API and
-the predictor that :func:`seqlab.load` returns for a run directory.
+"""Between the HTTP API and the predictors: one small handler per task, which shapes requests
+into calls of the predictor that :func:`seqlab.load` returns for a run directory, and its
+answers into responses.
 
-Everything task-specific of the server is here, so the rest of :mod:`seqlab.serve` (routes,
-limits, batching) knows no task: a handler checks a request against the limits and the model
-(:meth:`~Handler.prepare`, on the event loop, cheap), runs a batch of prepared requests on the
-batcher's worker thread (:meth:`~Handler.run`) and describes its model for ``/models``
-(:meth:`~Handler.info`). The predictors' public methods do the work (``hypotheses``,
-``probabilities``, ``attention``, ``forecast``); what they do not offer yet is written here
-against the models' documented interfaces and tested against the predictors' own results:
+The rest of :mod:`seqlab.serve` (routes, limits, batching) knows no task, and the handlers know
+no more of one than its predictor declares (:mod:`seqlab.tasks`): what a model can do — its
+engines, its attention, its labels or languages, how it samples — is read from the predictor,
+and the work is done by its public methods: a translator's ``hypotheses`` and ``attention``, a
+classifier's ``probabilities``, ``read_image`` and ``attention``, a language model's ``stream``
+(the tokens ``generate`` chooses, one at a time, for server-sent events), a forecaster's
+``forecast``. A handler checks a request against the server's limits and the predictor's
+``check`` (:meth:`~Handler.prepare`, on the event loop, cheap), runs a batch of prepared
+requests on the batcher's worker thread (:meth:`~Handler.run_batch`) and describes its model for
+``/models`` (:meth:`~Handler.info`).
 
-- a translation's per-token log-probabilities and every layer's and head's attention come from
-  one teacher-forced pass over the chosen output (the search's log-probability is their sum);
-- a language model's tokens are produced one at a time, as ``LanguageModel.generate`` produces
-  them, so they can be streamed.
-
-Attention weights are rounded to 4 decimals for the wire.
+Predictors show no progress bars here (:func:`seqlab.progress.no_progress`): the server's
+standard error is its log. Attention weights are rounded to 4 decimals for the wire.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import importlib.util
+import contextlib
 import io
 import math
 import threading
@@ -33,10 +33,10 @@ import torch
 from torch import Tensor
 
 from seqlab.errors import SeqlabError
+from seqlab.progress import no_progress
 from seqlab.serve import schemas
 from seqlab.serve.batching import Job
 from seqlab.serve.limits import Limits, check
-from seqlab.tokens import BOS, EOS, PAD
 
 #: decimals kept of attention weights in responses
 WEIGHT_DECIMALS = 4
@@ -72,23 +72,6 @@ def _texts(value: str | list[str] | None, limits: Limits, what: str = "text") ->
     return texts
 
 
-def _parameters(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-
-
-def _checkpoint_metrics(meta: dict[str, Any]) -> dict[str, float]:
-    """The validation metrics recorded for the loaded checkpoint's step."""
-    history = [h for h in meta.get("history") or [] if isinstance(h, dict)]
-    record = next((h for h in history if h.get("step") == meta.get("step")), None)
-    if record is None and history:
-        record = history[-1]
-    return {
-        k: float(v)
-        for k, v in (record or {}).items()
-        if k.startswith("val_") and isinstance(v, int | float) and math.isfinite(v)
-    }
-
-
 class Handler:
     """The glue for one task (subclasses) around one loaded model.
 
@@ -113,16 +96,15 @@ class Handler:
 
     def info(self) -> schemas.ModelInfo:
         run = self.predictor.run
-        meta = run.meta if run is not None else {}
         return schemas.ModelInfo(
             name=self.name,
             task=self.task,  # type: ignore[arg-type]
             arch=self.cfg.model.arch,
             dataset=str(self.cfg.data.dataset),
             engine=self.engine,
-            parameters=_parameters(self.predictor.model),
-            checkpoint_step=meta.get("step"),
-            metrics=_checkpoint_metrics(meta),
+            parameters=sum(p.numel() for p in self.predictor.model.parameters()),  # shared once
+            checkpoint_step=run.meta.get("step") if run is not None else None,
+            metrics=run.metrics if run is not None else {},
             **self._task_info(),
         )
 
@@ -137,6 +119,11 @@ class Handler:
         """Run prepared jobs together (worker thread): one response or exception per job."""
         raise NotImplementedError
 
+    def run_batch(self, jobs: Sequence[Job]) -> list[Any]:
+        """What the batcher calls: :meth:`run` without progress bars (stderr is the log)."""
+        with no_progress():
+            return self.run(jobs)
+
 
 # ------------------------------------------------------------------------------ translation
 @dataclass
@@ -147,14 +134,19 @@ class TranslateWork:
     attention: bool
 
 
+#: the server's engine settings (``seqlab serve --engine``)
+ENGINES = ("auto", "seqlab", "ctranslate2")
+
+
 class TranslationHandler(Handler):
     """``POST /translate``: n-best translations, and on request the attention of the best.
 
     Args:
-        engine: ``auto`` (CTranslate2 for Transformer models when it is installed), ``seqlab``
-            or ``ctranslate2`` (required: an error when it is not installed). Models other
-            than the Transformer always run on seqlab, and so does every request that asks for
-            attention (CTranslate2 returns none).
+        engine: ``auto`` (CTranslate2 for the models it decodes, when it is installed),
+            ``seqlab`` or ``ctranslate2`` (required for the models it decodes: an error when it
+            is not installed). Models CTranslate2 does not decode
+            (:meth:`~seqlab.tasks.translation.Translator.decodes_with`) always run on seqlab,
+            and so does every request that asks for attention (CTranslate2 returns none).
         quantize: with CTranslate2, a compute type such as ``int8``.
     """
 
@@ -169,17 +161,26 @@ class TranslationHandler(Handler):
         quantize: str | None = None,
     ) -> None:
         super().__init__(name, predictor, limits)
-        if engine not in ("auto", "seqlab", "ctranslate2"):
-            raise SeqlabError(f"--engine must be auto, seqlab or ctranslate2, not {engine!r}")
-        transformer = self.cfg.model.arch == "transformer"
-        if engine == "ctranslate2" and transformer:
-            from seqlab.export.ctranslate2 import require_ctranslate2
+        self.backend = self._backend(engine, quantize)
+        self.quantize = quantize if self.backend == "ctranslate2" else None
 
-            require_ctranslate2()
-        installed = importlib.util.find_spec("ctranslate2") is not None
-        use_ct2 = transformer and (engine == "ctranslate2" or (engine == "auto" and installed))
-        self.backend = "ctranslate2" if use_ct2 else "pytorch"
-        self.quantize = quantize if use_ct2 else None
+    def _backend(self, engine: str, quantize: str | None) -> str:
+        """The predictor's engine (``pytorch`` or ``ctranslate2``) for ``--engine``, checked
+        by the task's rules (:func:`~seqlab.tasks.translation.check_engine`)."""
+        from seqlab.tasks.translation import check_engine
+
+        if engine not in ENGINES:
+            raise SeqlabError(f"--engine must be {', '.join(ENGINES)}, not {engine!r}")
+        arch = self.cfg.model.arch
+        if engine == "seqlab" or not self.predictor.decodes_with("ctranslate2"):
+            return "pytorch"
+        if engine == "auto":
+            try:
+                check_engine("ctranslate2", None, arch)
+            except SeqlabError:  # not installed: seqlab's own search
+                return "pytorch"
+        check_engine("ctranslate2", quantize, arch)
+        return "ctranslate2"
 
     @property
     def engine(self) -> str:
@@ -192,20 +193,12 @@ class TranslationHandler(Handler):
             self.predictor.ctranslate2_engine(self.quantize)
 
     def _task_info(self) -> dict[str, Any]:
-        from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
-
-        d, model = self.cfg.data, self.predictor.model
-        kinds: list[str] = []
-        if isinstance(model, TransformerSeq2Seq):
-            kinds = ["cross", "encoder", "decoder", "alignment"]
-        elif self.predictor.has_attention:
-            kinds = ["alignment"]
-        decode = self.cfg.decode
+        languages, decode = self.predictor.languages, self.cfg.decode
         return {
             "languages": None
-            if d.dataset == "dates"
-            else {"source": str(d.src_lang), "target": str(d.tgt_lang)},
-            "attention": kinds,
+            if languages is None
+            else {"source": languages[0], "target": languages[1]},
+            "attention": self.predictor.attention_kinds,
             "decoding": {
                 "strategy": decode.strategy,
                 "beam_size": decode.beam_size if decode.strategy == "beam" else 1,
@@ -215,15 +208,14 @@ class TranslationHandler(Handler):
         }
 
     def prepare(self, request: schemas.TranslateRequest) -> tuple[TranslateWork, int]:
-        from seqlab.tasks.translation import decode_options
-
         texts = _texts(request.text, self.limits)
         if request.beam is not None:
             check(request.beam, self.limits, "max_beam", "beam")
         if request.nbest is not None:
             check(request.nbest, self.limits, "max_nbest", "nbest")
-        decode_options(self.cfg.decode, request.beam, request.nbest)  # nbest > beam: 422
-        if request.attention and not self.predictor.has_attention:
+        # the task's own reading of the options (nbest > beam: 422)
+        self.predictor.check("translate", {"beam": request.beam, "nbest": request.nbest})
+        if request.attention and not self.predictor.attention_kinds:
             raise InputError(
                 f"model {self.name!r} (model.arch={self.cfg.model.arch}) has no attention over "
                 "the source: it encodes the source into one vector"
@@ -262,7 +254,6 @@ class TranslationHandler(Handler):
             engine=backend,
             quantize=self.quantize if backend == "ctranslate2" else None,
         )
-        longest = self.cfg.data.max_len - 1
         out, start = [], 0
         for w in works:
             translations, notes = [], []
@@ -281,9 +272,9 @@ class TranslationHandler(Handler):
                         detail=detail,
                     )
                 )
-                if len(p.vocabs.src_tokenizer.tokenize(text)) > longest:
+                if p.is_cut(text):
                     notes.append(
-                        f"text {i + 1}: only its first {longest} tokens were read "
+                        f"text {i + 1}: only its first {p.max_source_tokens} tokens were read "
                         f"(the model's data.max_len={self.cfg.data.max_len})"
                     )
             start += len(w.texts)
@@ -297,48 +288,18 @@ class TranslationHandler(Handler):
             )
         return out
 
-    @torch.no_grad()
     def _detail(self, text: str, tokens: list[int]) -> schemas.AttentionDetail:
-        """One teacher-forced pass over ``<bos> tokens``: each target token's log-probability
-        (``<pad>`` and ``<bos>`` removed from the distribution, as the search does) and the
-        attention weights; for a Transformer every layer and head (Vaswani et al. 2017, §3.2),
-        for an RNN its alignment (Bahdanau et al. 2014, §3.1)."""
-        from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
-        from seqlab.precision import autocast
-
-        p, model = self.predictor, self.predictor.model
-        device = next(model.parameters()).device
-        src_ids = p.source_ids(text)
-        src = torch.tensor([src_ids], device=device)  # (1, S)
-        src_len = torch.tensor([len(src_ids)], device=device)  # (1,)
-        tgt_in = torch.tensor([[BOS, *tokens]], device=device)  # (1, T)
-        targets = torch.tensor([*tokens, EOS])  # (T,)
-        layers: dict[str, Any] = {}
-        with autocast(p.precision, device):
-            if isinstance(model, TransformerSeq2Seq):
-                hidden, enc = model.encoder(src, src_len, need_weights=True)  # (1, S, d)
-                out = model.decoder(tgt_in, hidden, src_len, need_weights=True)
-                logits = model.output(out.hidden)  # (1, T, V)
-                alignment = out.cross_attention[model.attention_layer].mean(dim=1)  # (1, T, S)
-                layers = {
-                    "encoder": [_weights(w[0]) for w in enc],  # L × (h, S, S)
-                    "decoder": [_weights(w[0]) for w in out.self_attention],  # L × (h, T, T)
-                    "cross": [_weights(w[0]) for w in out.cross_attention],  # L × (h, T, S)
-                }
-            else:
-                memory = model.encode(src, src_len)
-                logits, alignment = model.decode(memory, tgt_in, need_weights=True)
-        logits = logits.float()[0]  # (T, V)
-        logits[:, [PAD, BOS]] = -math.inf
-        log_probs = logits.log_softmax(-1).gather(1, targets[:, None].to(device))[:, 0]  # (T,)
-        src_vocab, tgt_vocab = p.vocabs.src_vocab, p.vocabs.tgt_vocab
+        """The predictor's teacher-forced reading of the output: each token's log-probability
+        and every attention weight
+        (:meth:`seqlab.tasks.translation.Translator.attention`), for the wire."""
+        a = self.predictor.attention(text, tokens)
         return schemas.AttentionDetail(
-            source_tokens=src_vocab.to_tokens(src_ids),
-            target_tokens=tgt_vocab.to_tokens(tokens) + ["<eos>"],
-            target_inputs=["<bos>", *tgt_vocab.to_tokens(tokens)],
-            log_probs=log_probs.cpu().tolist(),
-            alignment=None if alignment is None else _weights(alignment[0]),
-            **layers,
+            source_tokens=a.source_tokens,
+            target_tokens=a.target_tokens,
+            target_inputs=a.target_inputs,
+            log_probs=a.log_probs.tolist(),
+            alignment=None if a.alignment is None else _weights(a.alignment),
+            **{kind: [_weights(w) for w in layers] for kind, layers in a.layers.items()},
         )
 
 
@@ -370,20 +331,16 @@ class ClassificationHandler(Handler):
 
     def _task_info(self) -> dict[str, Any]:
         p = self.predictor
-        kinds = []
-        if hasattr(p.model, "attention"):
-            kinds = ["self", "rollout"] if p.images else ["self"]
-        image = p.classes.image or {}
         return {
             "labels": list(p.labels),
             "input": "image" if p.images else "text",
-            "image_size": int(image["size"]) if image else None,
-            "attention": kinds,
+            "image_size": p.image_size if p.images else None,
+            "attention": p.attention_kinds,
         }
 
     def prepare(self, request: schemas.ClassifyRequest) -> tuple[ClassifyWork, int]:
         p = self.predictor
-        if request.attention and not hasattr(p.model, "attention"):
+        if request.attention and not p.attention_kinds:
             raise InputError(
                 f"model {self.name!r} (model.arch={self.cfg.model.arch}) has no self-attention; "
                 "the transformer_classifier and vit models have"
@@ -409,9 +366,8 @@ class ClassificationHandler(Handler):
         return ClassifyWork(items, request.attention), len(items)
 
     def _image(self, data: bytes, where: str) -> tuple[Tensor, str | None]:
+        """An uploaded image as the predictor reads it, once its size is within the limits."""
         from PIL import Image, UnidentifiedImageError
-
-        from seqlab.data.images import load_image
 
         try:
             with Image.open(io.BytesIO(data)) as img:  # reads the header only
@@ -419,9 +375,8 @@ class ClassificationHandler(Handler):
         except (UnidentifiedImageError, OSError):
             raise InputError(f"{where} is not an image file PIL can read") from None
         check(width * height, self.limits, "max_image_pixels", f"{where}'s pixel count", 413)
-        image = self.predictor.classes.image
         try:
-            return load_image(io.BytesIO(data), int(image["size"]), int(image["channels"]))  # type: ignore[arg-type]
+            return self.predictor.read_image(io.BytesIO(data))
         except SeqlabError:
             raise InputError(f"{where} is not an image file PIL can read") from None
 
@@ -482,12 +437,11 @@ class ClassificationHandler(Handler):
         return schemas.ClassifyResponse(model=self.name, results=out)
 
     def _attention(self, item: str | Tensor) -> schemas.ClassAttention:
-        names, weights = self.predictor.attention(item)  # L × (h, T, T)
+        p = self.predictor
+        names, weights = p.attention(item)  # L × (h, T, T)
         rollout = None
-        if self.predictor.images:
-            from seqlab.models.vit import attention_rollout
-
-            share = attention_rollout([w[None] for w in weights])[0]  # (N,)
+        if "rollout" in p.attention_kinds:
+            share = p.rollout(weights)  # (N,): a square grid of patches, row by row
             side = math.isqrt(len(share))
             if side * side == len(share):
                 rollout = _weights(share.reshape(side, side))
@@ -501,9 +455,8 @@ class ClassificationHandler(Handler):
 class GenerateWork:
     prefix: str
     tokens: int
-    strategy: str
-    temperature: float
-    top_k: int
+    temperature: float | None
+    top_k: int | None
     seed: int
     emit: Callable[[dict[str, Any]], None] | None = None  # streaming: called per token
 
@@ -530,13 +483,14 @@ class LanguageModelHandler(Handler):
             len(request.prefix), self.limits, "max_chars", "the prefix's length in characters", 413
         )
         check(request.tokens, self.limits, "max_tokens", "tokens")
-        p = self.predictor
-        if len(p.vocab) <= p.vocab.num_reserved:
-            raise InputError(f"model {self.name!r}'s vocabulary holds only reserved tokens")
-        # the predictor's own reading of the options (the run's decode section unless asked
-        # otherwise), so that the server and LanguageModel.generate cannot disagree
-        strategy, temp, k = p._sampling(request.temperature, request.top_k)
-        return GenerateWork(request.prefix, request.tokens, strategy, temp, k, request.seed), 1
+        self.predictor.check(  # the task's own reading of the options, before queuing
+            "generate",
+            {"tokens": request.tokens, "temperature": request.temperature, "top_k": request.top_k},
+        )
+        work = GenerateWork(
+            request.prefix, request.tokens, request.temperature, request.top_k, request.seed
+        )
+        return work, 1
 
     def run(self, jobs: Sequence[Job]) -> list[Any]:
         results: list[Any] = []
@@ -549,71 +503,41 @@ class LanguageModelHandler(Handler):
 
     def _generate(self, work: GenerateWork, cancelled: threading.Event) -> schemas.GenerateResponse:
         p = self.predictor
-        pieces = p.tokenizer.tokenize(work.prefix)
-        if not pieces:  # no context: start from the most frequent token, as generate does
-            pieces = [p.vocab.to_tokens(p.vocab.num_reserved)]
-        ids = list(p.vocab[pieces])
-        new: list[int] = []
-        for token in self._tokens(ids, work):
-            if cancelled.is_set():
-                raise Cancelled
-            new.append(token)
-            if work.emit is not None:
-                delta = self._delta(ids + new)
-                work.emit({"token": p.vocab.to_tokens(token), "text": delta, "index": len(new)})
+        ids, new = p.prefix_ids(work.prefix), []
+        with contextlib.closing(self._tokens(work)) as tokens:  # stopped early: closed now
+            for token in tokens:
+                if cancelled.is_set():
+                    raise Cancelled
+                new.append(token)
+                if work.emit is not None:
+                    delta = self._delta(ids + new)
+                    work.emit({"token": p.vocab.to_tokens(token), "text": delta, "index": len(new)})
         return schemas.GenerateResponse(
             model=self.name,
-            text=p.tokenizer.detokenize(p.vocab.to_tokens(ids + new)),
+            text=p.detokenize(ids + new),
             tokens=[p.vocab.to_tokens(t) for t in new],
+        )
+
+    def _tokens(self, work: GenerateWork) -> Iterator[int]:
+        """The tokens ``generate`` would append, one at a time
+        (:meth:`seqlab.tasks.language_modeling.LanguageModel.stream`)."""
+        return self.predictor.stream(
+            work.prefix,
+            work.tokens,
+            temperature=work.temperature,
+            top_k=work.top_k,
+            seed=work.seed,
         )
 
     def _delta(self, ids: list[int]) -> str:
         """The text the last of ``ids`` adds, from the last few tokens only (detokenising is
         local: spaces and attached punctuation), so streaming n tokens costs O(n)."""
-        detokenize, to_tokens = self.predictor.tokenizer.detokenize, self.predictor.vocab.to_tokens
+        detokenize = self.predictor.detokenize
         for tail in (ids[-STREAM_CONTEXT:], ids):
-            before, after = detokenize(to_tokens(tail[:-1])), detokenize(to_tokens(tail))
+            before, after = detokenize(tail[:-1]), detokenize(tail)
             if after.startswith(before):
                 return after[len(before) :]
         return after
-
-    @torch.no_grad()
-    def _tokens(self, ids: list[int], work: GenerateWork) -> Iterator[int]:
-        """The tokens ``LanguageModel.generate`` would choose, one at a time: the prefix read
-        in one pass, then each token fed back with the recurrent state or the key/value cache
-        (re-reading the last ``max_len`` tokens once a Transformer's window is full)."""
-        from seqlab.nn.sampling import next_token
-        from seqlab.precision import autocast
-        from seqlab.tasks.language_modeling import is_recurrent
-
-        model = self.predictor.model
-        device = next(model.parameters()).device
-        gen = torch.Generator().manual_seed(work.seed)
-        reserved = range(self.predictor.vocab.num_reserved)  # never generated, as in generate()
-        pick = (work.strategy, work.temperature, work.top_k, gen, reserved)
-        with autocast(self.predictor.precision):
-            if is_recurrent(model):
-                logits, state = model(torch.tensor([ids], device=device))  # (1, P, V)
-                for i in range(work.tokens):
-                    token = int(next_token(logits[:, -1], *pick))
-                    yield token
-                    if i + 1 < work.tokens:
-                        step = torch.tensor([[token]], device=device)  # (1, 1)
-                        logits, state = model(step, state)  # (1, 1, V)
-                return
-            window = model.max_len
-            tokens = torch.tensor([ids], device=device)  # (1, P)
-            logits, cache = model(tokens[:, -window:], model.init_cache(1))  # (1, P, V)
-            for i in range(work.tokens):
-                nxt = next_token(logits[:, -1], *pick)  # (1,)
-                yield int(nxt)
-                tokens = torch.cat([tokens, nxt[:, None]], dim=1)  # (1, P + i + 1)
-                if i + 1 == work.tokens:
-                    break
-                if cache.length < window:
-                    logits, cache = model(nxt[:, None], cache)  # (1, 1, V)
-                else:  # window full: re-read the last L tokens from position 0
-                    logits, cache = model(tokens[:, -window:], model.init_cache(1))
 
 
 # ------------------------------------------------------------------------------ forecasting

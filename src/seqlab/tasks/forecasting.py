@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from seqlab import catalog
 from seqlab.config import ExperimentConfig
 from seqlab.data.series import (
+    MAX_ABS_VALUE,
     Scaler,
     Split,
     WindowBatches,
@@ -45,6 +46,9 @@ from seqlab.tasks.report import Prediction, Report
 ARTEFACTS = ("series.json",)
 #: horizons measured when none is asked for
 DEFAULT_HORIZONS = 12
+#: the most values one forecast predicts: each is fed back, so far beyond the series' own length
+#: a forecast says little, and the work grows with the square of the steps
+MAX_FORECAST_STEPS = 10_000
 SERIES_FORMAT = "seqlab.series/1"
 
 
@@ -162,7 +166,14 @@ class Forecaster(Predictor):
             ("forecast",),
             choices=("error", "interpolate", "drop"),
         ),
-        Option("--steps", "values to predict", ("forecast",), type="positive_int", required=True),
+        Option(
+            "--steps",
+            f"values to predict, at most {MAX_FORECAST_STEPS}; a forecast that diverges (a value "
+            "beyond ±1e15 or not a number) is an error naming the last good step",
+            ("forecast",),
+            type="positive_int",
+            required=True,
+        ),
         Option(
             "--png",
             "draw the end of the series and the forecast (a new or regular file)",
@@ -221,9 +232,23 @@ class Forecaster(Predictor):
             raise SeqlabError(
                 f"a forecast needs at least τ = {self.window} past values, got {len(x)}"
             )
-        if steps < 1:
-            raise SeqlabError(f"steps must be >= 1, got {steps}")
-        return k_step_predictions(self.predict_next, x, self.window, steps, [len(x)])[0].tolist()
+        if (
+            isinstance(steps, bool)
+            or not isinstance(steps, int)
+            or not 1 <= steps <= MAX_FORECAST_STEPS
+        ):
+            raise SeqlabError(
+                f"steps must be a whole number from 1 to {MAX_FORECAST_STEPS}, got {steps!r}"
+            )
+        values = k_step_predictions(self.predict_next, x, self.window, steps, [len(x)])[0]
+        bad = [i for i, v in enumerate(values.tolist()) if not abs(v) <= MAX_ABS_VALUE]
+        if bad:
+            raise SeqlabError(
+                f"the forecast diverges: value {bad[0] + 1} of {steps} is {values[bad[0]].item():g} "
+                f"(beyond ±{MAX_ABS_VALUE:.0e}, or not a number), each prediction being fed back; "
+                f"ask for fewer --steps (at most {bad[0]}) or use a better-fitting model"
+            )
+        return values.tolist()
 
     def predict(
         self,

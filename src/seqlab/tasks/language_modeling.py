@@ -15,10 +15,11 @@ A run directory holds ``vocab.json`` and ``tokenizer.json`` besides the config a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -32,8 +33,9 @@ from seqlab.data.tokenizers import Tokenizer, load_tokenizer, save_tokenizer
 from seqlab.data.vocab import Vocab
 from seqlab.errors import DataError, SeqlabError
 from seqlab.models import build_model
-from seqlab.models.language_model import CausalLM, generate
+from seqlab.models.language_model import CausalLM, continuation
 from seqlab.nn.losses import perplexity
+from seqlab.nn.sampling import next_token
 from seqlab.objective import LossOutput, Selection
 from seqlab.precision import autocast
 from seqlab.progress import progress
@@ -64,12 +66,6 @@ def check_config(cfg: ExperimentConfig) -> None:
 
 
 catalog.register_task_rules("language_modeling", check_config)
-
-
-def is_recurrent(model: CausalLM) -> bool:
-    """Whether ``model`` reads an unbounded context through a carried state (an RNN) rather
-    than a window of ``context_size`` tokens (a Transformer)."""
-    return model.context_size is None
 
 
 def lm_loss(model: CausalLM, batch: tuple[Tensor, Tensor], state: object) -> LossOutput:
@@ -198,6 +194,15 @@ class Generation(Prediction):
         return {"text": self.text}
 
 
+class Sampling(NamedTuple):
+    """How each generated token is chosen (:func:`seqlab.nn.sampling.next_token`): ``greedy``
+    (argmax) or ``sample`` at ``temperature``, among the ``top_k`` most likely (0 = all)."""
+
+    strategy: str
+    temperature: float
+    top_k: int
+
+
 @dataclass
 class PerplexityReport(Report):
     """Loss (nats/token), perplexity and the number of tokens predicted."""
@@ -240,7 +245,7 @@ class LanguageModel(Predictor):
             ("generate",),
             type="non_negative_int",
         ),
-        Option("--seed", "sampling seed", ("generate",), type="int", default=0),
+        Option("--seed", "sampling seed, 0 to 2**32 - 1", ("generate",), type="int", default=0),
     )
     usage: ClassVar[dict[str, str]] = {
         "evaluate": "a language model is scored on --split train or val, or on --text FILE"
@@ -278,6 +283,30 @@ class LanguageModel(Predictor):
         return Generation(
             self.generate(inputs, tokens, temperature=temperature, top_k=top_k, seed=seed)
         )
+
+    def check(self, command: str, options: Mapping[str, Any]) -> None:
+        """``generate``: the sampling options (:meth:`sampling`), a number of tokens >= 0, and
+        a vocabulary with tokens to generate."""
+        if command != "generate":
+            return
+        self.sampling(options.get("temperature"), options.get("top_k"))
+        tokens = options.get("tokens")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+            raise SeqlabError(
+                f"number of tokens to generate must be a whole number, got {tokens!r}"
+            )
+        if tokens is not None and tokens < 0:
+            raise SeqlabError(f"number of tokens to generate must be >= 0, got {tokens}")
+        seed = options.get("seed")
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**32 - 1
+        ):
+            raise SeqlabError(f"seed must be a whole number from 0 to 2**32 - 1, got {seed!r}")
+        if len(self.vocab) <= self.vocab.num_reserved:
+            raise SeqlabError(
+                "the vocabulary holds only the reserved tokens (<unk>, <pad>, <bos>, <eos>): "
+                "there is nothing to generate"
+            )
 
     def evaluate(
         self, split: str | None = None, files: Mapping[str, str | Path] | None = None
@@ -322,34 +351,79 @@ class LanguageModel(Predictor):
         The reserved tokens (``<unk>``, ``<pad>``, ``<bos>``, ``<eos>``) are never generated:
         the text holds only the vocabulary's own tokens.
         """
-        strategy, temp, k = self._sampling(temperature, top_k)
-        if tokens < 0:
-            raise SeqlabError(f"number of tokens to generate must be >= 0, got {tokens}")
-        reserved = range(self.vocab.num_reserved)
-        if len(self.vocab) <= len(reserved):
-            raise SeqlabError(
-                "the vocabulary holds only the reserved tokens (<unk>, <pad>, <bos>, <eos>): "
-                "there is nothing to generate"
-            )
-        pieces = self.tokenizer.tokenize(prefix)
-        if not pieces:  # no context: start from the most frequent token
-            pieces = [self.vocab.to_tokens(self.vocab.num_reserved)]
-        ids = self.vocab[pieces]
-        gen = torch.Generator().manual_seed(seed)
-        with autocast(self.precision):
-            out = generate(
-                self.model,
-                ids,
-                tokens,
-                strategy=strategy,
-                temperature=temp,
-                top_k=k,
-                generator=gen,
-                never=reserved,
-            )
-        return self.tokenizer.detokenize(self.vocab.to_tokens(list(ids) + list(out)))
+        new = self.stream(prefix, tokens, temperature=temperature, top_k=top_k, seed=seed)
+        return self.detokenize(self.prefix_ids(prefix) + list(new))
 
-    def _sampling(self, temperature: float | None, top_k: int | None) -> tuple[str, float, int]:
+    def stream(
+        self,
+        prefix: str = "",
+        tokens: int = 100,
+        *,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> Iterator[int]:
+        """The ids :meth:`generate` appends to ``prefix``, each as soon as it is chosen (to
+        stream them); the options (as :meth:`generate`'s) are checked before the first. The
+        prefix is read once, then each token is fed back with the carried state
+        (:func:`seqlab.models.language_model.continuation`)."""
+        if not isinstance(prefix, str):
+            raise SeqlabError(
+                f"the prefix is one text (a string), not {type(prefix).__name__}; generate from "
+                "several prefixes one at a time"
+            )
+        options = {"tokens": tokens, "temperature": temperature, "top_k": top_k, "seed": seed}
+        self.check("generate", options)
+        sampling = self.sampling(temperature, top_k)
+        ids = self.prefix_ids(prefix)
+        unknown = [t for t in self.tokenizer.tokenize(prefix) if t not in self.vocab]
+        if unknown:
+            shown = ", ".join(repr(t) for t in dict.fromkeys(unknown))
+            warnings.warn(
+                f"{len(unknown)} token(s) of the prefix are not in the model's vocabulary "
+                f"({shown[:80]}): the model reads each as <unk>, and the text shows it so",
+                stacklevel=2,
+            )
+        return self._continue(ids, tokens, sampling, torch.Generator().manual_seed(seed))
+
+    def _continue(
+        self, ids: list[int], tokens: int, sampling: Sampling, gen: torch.Generator
+    ) -> Iterator[int]:
+        device = next(self.model.parameters()).device
+        never = range(self.vocab.num_reserved)
+
+        def choose(logits: Tensor) -> Tensor:  # (1, V) -> (1,)
+            return next_token(logits, *sampling, generator=gen, never=never)
+
+        steps = continuation(self.model, torch.tensor([ids], device=device), tokens, choose)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            while True:
+                with autocast(self.precision):  # each step, not across the yields
+                    token = next(steps, None)
+                if token is None:
+                    return
+                yield int(token)
+        finally:
+            self.model.train(was_training)
+
+    def prefix_ids(self, prefix: str) -> list[int]:
+        """The ids generation continues: the prefix's tokens, or, for an empty prefix (no
+        context), the most frequent token."""
+        pieces = self.tokenizer.tokenize(prefix)
+        if not pieces:
+            pieces = [self.vocab.to_tokens(self.vocab.num_reserved)]
+        return list(self.vocab[pieces])
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """The text of token ids."""
+        return self.tokenizer.detokenize(self.vocab.to_tokens(list(ids)))
+
+    def sampling(self, temperature: float | None = None, top_k: int | None = None) -> Sampling:
+        """How :meth:`generate` chooses tokens for these options, checked: None for both = the
+        run's ``decode`` section; ``temperature`` 0 = greedy, > 0 samples (at most
+        :data:`MAX_TEMPERATURE`); ``top_k`` alone samples at temperature 1."""
         d = self.cfg.decode
         if temperature is not None and not (0 <= temperature <= MAX_TEMPERATURE):
             raise SeqlabError(
@@ -361,12 +435,17 @@ class LanguageModel(Predictor):
         if top_k is not None and top_k < 0:
             raise SeqlabError(f"top_k must be >= 0 (0 = all tokens), got {top_k}")
         if temperature is None and not top_k:
-            return d.strategy, d.temperature, d.top_k
+            if d.strategy not in ("greedy", "sample"):
+                raise SeqlabError(
+                    f"decode.strategy={d.strategy} is for translation; a language model "
+                    "generates with greedy or sample"
+                )
+            return Sampling(d.strategy, d.temperature, d.top_k)
         if temperature == 0:
             if top_k:
                 raise SeqlabError("top_k applies to sampling; temperature 0 means greedy")
-            return "greedy", 1.0, 0
-        return "sample", temperature if temperature is not None else 1.0, top_k or 0
+            return Sampling("greedy", 1.0, 0)
+        return Sampling("sample", temperature if temperature is not None else 1.0, top_k or 0)
 
     def perplexity(self, text: str) -> dict[str, float]:
         """Loss (nats/token) and perplexity of ``text`` under the model."""

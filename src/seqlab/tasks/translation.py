@@ -48,7 +48,7 @@ from seqlab.errors import SeqlabError
 from seqlab.io import atomic_write_text
 from seqlab.models import build_model
 from seqlab.models.encoder_decoder import EncoderDecoder
-from seqlab.models.search import Hypothesis, beam_search, greedy_search
+from seqlab.models.search import Hypothesis, beam_search, greedy_search, token_log_probs
 from seqlab.objective import LossOutput, Selection
 from seqlab.outputs import RULE
 from seqlab.precision import autocast
@@ -59,7 +59,7 @@ from seqlab.tasks.options import Option
 from seqlab.tasks.paper_bleu import paper_bleu
 from seqlab.tasks.report import Prediction, Report
 from seqlab.textio import read_lines
-from seqlab.tokens import EOS
+from seqlab.tokens import BOS, EOS
 
 ARTEFACTS = (
     "src_vocab.json",
@@ -117,6 +117,9 @@ def decode_options(
     decode: DecodeConfig, beam: int | None = None, nbest: int | None = None
 ) -> DecodeConfig:
     """The run's decoding changed by ``beam`` and ``nbest`` (see the module docstring)."""
+    for name, value in (("beam size", beam), ("nbest", nbest)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise SeqlabError(f"{name} must be a whole number, got {value!r}")
     if beam is not None and beam < 1:
         raise SeqlabError(f"beam size must be >= 1 (1 = greedy), got {beam}")
     if nbest is not None and nbest < 1:
@@ -135,6 +138,12 @@ def decode_options(
         )
     d.nbest = want
     return d
+
+
+def paper_lang(cfg: ExperimentConfig) -> str | None:
+    """The target language for the paper-style BLEU, or None where it does not apply."""
+    spec = catalog.datasets()[cfg.data.dataset]
+    return cfg.data.tgt_lang if spec.natural_language else None
 
 
 def score_translations(
@@ -185,6 +194,12 @@ ENGINES = ("pytorch", "ctranslate2")
 MAX_PLOT_TOKENS = 80
 
 
+def engine_decodes(engine: str, arch: str) -> bool:
+    """Whether ``engine`` decodes translation models of ``model.arch`` ``arch``: seqlab's own
+    search (``pytorch``) every one, CTranslate2 the Transformer (the one seqlab exports to it)."""
+    return engine == "pytorch" or (engine == "ctranslate2" and arch == "transformer")
+
+
 def check_engine(engine: str, quantize: str | None, arch: str, need_weights: bool = False) -> None:
     """Refuse an engine setting before any work: the one place these rules are written (the
     command line, :meth:`Translator.hypotheses` and every other caller go through it).
@@ -201,7 +216,7 @@ def check_engine(engine: str, quantize: str | None, arch: str, need_weights: boo
 
         require_ctranslate2()
         check_compute_type(quantize)
-        if arch != "transformer":
+        if not engine_decodes(engine, arch):
             raise SeqlabError(
                 f"--engine ctranslate2 runs Transformer translation models, not model.arch={arch}"
             )
@@ -258,12 +273,42 @@ class TranslationReport(Report):
                 f"beam {s['beam_size']})",
                 f"  {s['bleu_signature']}",
                 f"  {s['chrf_signature']}",
-                f"{self.where}: paper-style BLEU {s['bleu_paper']:.2f} (lowercased, "
-                "Moses-normalised and tokenised, as multi-bleu.perl on Multi30k's lc.norm.tok "
-                "files)",
-                f"  {s['bleu_paper_signature']}",
             ]
+            + (
+                [
+                    f"{self.where}: paper-style BLEU {s['bleu_paper']:.2f} (lowercased, "
+                    "Moses-normalised and tokenised, as multi-bleu.perl on Multi30k's "
+                    "lc.norm.tok files)",
+                    f"  {s['bleu_paper_signature']}",
+                ]
+                if "bleu_paper" in s
+                else []
+            )
         )
+
+
+@dataclass
+class TranslationAttention:
+    """One translation read back in a teacher-forced pass (:meth:`Translator.attention`): what
+    each output token cost and where the model looked. Weights are float, on the CPU.
+
+    Attributes:
+        source_tokens: the S tokens the encoder read (the last ``<eos>``).
+        target_tokens: the T output tokens (the last ``<eos>``).
+        target_inputs: the T tokens the decoder read (``<bos>``, then the output's).
+        log_probs: ``(T,)``: each output token's log-probability as the search scored it; their
+            sum is the hypothesis's ``log_prob``.
+        alignment: ``(T, S)``: the weights over the source (None without attention).
+        layers: by kind (:attr:`Translator.attention_kinds`), one ``(h, ·, ·)`` tensor per layer:
+            ``encoder`` ``(h, S, S)``, ``decoder`` ``(h, T, T)``, ``cross`` ``(h, T, S)``.
+    """
+
+    source_tokens: list[str]
+    target_tokens: list[str]
+    target_inputs: list[str]
+    log_probs: torch.Tensor
+    alignment: torch.Tensor | None
+    layers: dict[str, list[torch.Tensor]]
 
 
 class Translator(Predictor):
@@ -277,6 +322,7 @@ class Translator(Predictor):
     capabilities: ClassVar[tuple[str, ...]] = (
         "translate",
         "hypotheses",
+        "attention",
         "score",
         "predict",
         "evaluate",
@@ -395,10 +441,43 @@ class Translator(Predictor):
     def has_attention(self) -> bool:
         return bool(getattr(self.model, "has_attention", False))
 
+    @property
+    def attention_kinds(self) -> list[str]:
+        """What :meth:`attention` gives besides log-probabilities: each layer's and head's
+        weights by kind (``cross``, ``encoder``, ``decoder``) where the model has attention
+        layers, and the ``alignment`` of a model that attends to the source; none otherwise."""
+        if not self.has_attention:
+            return []
+        return [*self.model.attention_layers, "alignment"]
+
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        """Source and target language (``data.src_lang``, ``data.tgt_lang``), or None for a
+        dataset of generated strings rather than sentences (dates)."""
+        d = self.cfg.data
+        if not catalog.datasets()[d.dataset].natural_language:
+            return None
+        return str(d.src_lang), str(d.tgt_lang)
+
+    def decodes_with(self, engine: str) -> bool:
+        """Whether ``engine`` (``pytorch``, ``ctranslate2``) can decode this model
+        (:func:`engine_decodes`; CTranslate2 must also be installed to run)."""
+        return engine_decodes(engine, self.cfg.model.arch)
+
+    @property
+    def max_source_tokens(self) -> int:
+        """The most source tokens the encoder reads (``data.max_len`` positions, the last one
+        ``<eos>``); a longer sentence is cut to its first ones (:meth:`is_cut`)."""
+        return self.cfg.data.max_len - 1
+
+    def is_cut(self, sentence: str) -> bool:
+        """Whether the encoder reads only the first :attr:`max_source_tokens` of ``sentence``."""
+        return len(self.vocabs.src_tokenizer.tokenize(sentence)) > self.max_source_tokens
+
     def source_ids(self, sentence: str) -> list[int]:
         """Token ids the encoder reads: the tokens (cut to ``data.max_len - 1``) and ``<eos>``."""
         ids = self.vocabs.src_vocab[self.vocabs.src_tokenizer.tokenize(sentence)]
-        return ids[: self.cfg.data.max_len - 1] + [EOS]
+        return ids[: self.max_source_tokens] + [EOS]
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.vocabs.tgt_tokenizer.detokenize(self.vocabs.tgt_vocab.to_tokens(list(ids)))
@@ -441,10 +520,7 @@ class Translator(Predictor):
         decode = decode_options(self.cfg.decode, beam, nbest)
         check_engine(engine, quantize, self.cfg.model.arch, need_weights)
         src_ids = [self.source_ids(s) if s.strip() else [] for s in sentences]
-        cut = sum(
-            len(self.vocabs.src_tokenizer.tokenize(s)) > self.cfg.data.max_len - 1
-            for s in sentences
-        )
+        cut = sum(self.is_cut(s) for s in sentences)
         if cut:
             warnings.warn(
                 f"truncated {cut} of {len(sentences)} input sentences to "
@@ -493,6 +569,33 @@ class Translator(Predictor):
                 for i, hyps in zip(chunk, found, strict=True):
                     results[i] = hyps
         return results
+
+    @torch.no_grad()
+    def attention(self, sentence: str, tokens: Sequence[int] | None = None) -> TranslationAttention:
+        """``tokens`` (target ids without ``<bos>`` and ``<eos>``; default: the best translation
+        of ``sentence``) read back in one teacher-forced pass: each token's log-probability and
+        every attention weight the model has (:meth:`EncoderDecoder.attention_maps`): for a
+        Transformer each layer and head (Vaswani et al. 2017, §3.2), for an RNN with attention its
+        alignment (Bahdanau et al. 2014, §3.1)."""
+        if tokens is None:
+            tokens = self.hypotheses(sentence)[0].tokens
+        device = next(self.model.parameters()).device
+        src_ids, out_ids = self.source_ids(sentence), [*tokens, EOS]
+        src = torch.tensor([src_ids], device=device)  # (1, S)
+        src_len = torch.tensor([len(src_ids)], device=device)  # (1,)
+        tgt_in = torch.tensor([[BOS, *tokens]], device=device)  # (1, T)
+        with autocast(self.precision, device):
+            maps = self.model.attention_maps(src, src_len, tgt_in)
+        log_probs = token_log_probs(maps.logits[0], torch.tensor(out_ids, device=device))  # (T,)
+        tgt_vocab = self.vocabs.tgt_vocab
+        return TranslationAttention(
+            source_tokens=self.vocabs.src_vocab.to_tokens(src_ids),
+            target_tokens=tgt_vocab.to_tokens(out_ids),
+            target_inputs=tgt_vocab.to_tokens([BOS, *tokens]),
+            log_probs=log_probs.cpu(),
+            alignment=None if maps.alignment is None else maps.alignment[0].float().cpu(),
+            layers={k: [w[0].float().cpu() for w in ws] for k, ws in maps.layers.items()},
+        )
 
     def ctranslate2_engine(self, quantize: str | None = None) -> Any:
         """The model exported to CTranslate2 (once, into ``RUN/exports/``) and loaded with
@@ -565,7 +668,7 @@ class Translator(Predictor):
                 "pair up line by line"
             )
         outputs = self.translate(sources, beam=beam, engine=engine, quantize=quantize)
-        scores = score_translations(outputs, references, self.cfg.data.tgt_lang)
+        scores = score_translations(outputs, references, paper_lang(self.cfg))
         return {**scores, "translations": outputs}
 
     def predict(
@@ -638,6 +741,13 @@ class Translator(Predictor):
         translations there (atomically)."""
         split, files = self._source(split, files, "val")
         self.check("evaluate", {"beam": beam, "engine": engine, "quantize": quantize})
+        if output:  # before any work: never a run's own file, nor one being read
+            from seqlab.io import check_replaceable
+            from seqlab.outputs import check_not_input, check_not_run_file
+
+            check_replaceable(output, "output")
+            check_not_run_file(output, "output")
+            check_not_input(output, {f"--{k}": v for k, v in files.items()}, "output")
         if files:
             if set(files) != {"src", "ref"}:
                 raise SeqlabError(
@@ -735,9 +845,10 @@ def validation(cfg: ExperimentConfig, vocabs: TranslationVocabs, val: Pairs):
         return {
             "val_loss": total / max(count, 1),
             "val_bleu": scores["bleu"],
-            "val_bleu_paper": scores["bleu_paper"],  # about 0.1 s per 1,000 sentences
             "val_chrf": scores["chrf"],
             "val_exact": scores["exact_match"],
+            # about 0.1 s per 1,000 sentences; natural-language datasets only
+            **({"val_bleu_paper": scores["bleu_paper"]} if "bleu_paper" in scores else {}),
         }
 
     return evaluate

@@ -170,6 +170,18 @@ class Classifier(Predictor):
     def labels(self) -> list[str]:
         return self.classes.labels
 
+    @property
+    def has_attention(self) -> bool:
+        """Whether the model has self-attention to show (:meth:`attention`): the Transformer
+        classifier and the ViT."""
+        return hasattr(self.model, "attention")
+
+    @property
+    def attention_kinds(self) -> list[str]:
+        """What :meth:`attention` gives: each layer's ``self``-attention (an image classifier
+        adds its ``rollout``); none without attention."""
+        return ["self"] if self.has_attention else []
+
     # ----------------------------------------------------------------- written by each kind
     def encode(self, items: Sequence[Any] | Tensor) -> Any:
         """What the model reads for ``items``: token id lists, or normalised images."""
@@ -202,14 +214,14 @@ class Classifier(Predictor):
 
     # --------------------------------------------------------------------- derived, shared
     def _needs_attention(self) -> None:
-        if not hasattr(self.model, "attention"):
+        if not self.has_attention:
             raise SeqlabError(
                 f"model.arch={self.cfg.model.arch} has no self-attention to draw; the "
                 "transformer_classifier and vit models do"
             )
 
     def check(self, command: str, options: Mapping[str, Any]) -> None:
-        if options.get("attention_png") and not hasattr(self.model, "attention"):
+        if options.get("attention_png") and not self.has_attention:
             raise SeqlabError(
                 f"--attention-png: model.arch={self.cfg.model.arch} has no self-attention to "
                 "draw (transformer_classifier and vit have)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 import torch
 from torch import Tensor
@@ -67,17 +67,32 @@ class ImageClassifier(Classifier):
             raise SeqlabError("classes.json of an image classifier holds no image geometry")
         return self.classes.image
 
+    @property
+    def image_size(self) -> int:
+        """The side, in pixels, of the square images the model reads."""
+        return int(self.stats["size"])
+
+    @property
+    def attention_kinds(self) -> list[str]:
+        """Each layer's ``self``-attention, and the ``rollout`` over the patches
+        (:meth:`rollout`)."""
+        return ["self", "rollout"] if self.has_attention else []
+
     # -- inputs
     def normalise(self, images: Tensor) -> Tensor:
         """``(B, C, H, W)`` in [0, 1] → the model's input scale (the training set's statistics)."""
         return normalise(images, self.stats)
 
+    def read_image(self, source: str | Path | BinaryIO) -> tuple[Tensor, str | None]:
+        """One image (a file, or its bytes in a file object) as ``(C, H, W)`` in [0, 1] at the
+        run's size and channels, and a note when it was converted (mode, size, inverted)."""
+        return load_image(source, self.image_size, int(self.stats["channels"]))
+
     def read_images(self, paths: Sequence[str | Path]) -> Tensor:
         """Image files as ``(B, C, H, W)`` in [0, 1]; conversions are noted in ``self.notes``."""
-        size, channels = int(self.stats["size"]), int(self.stats["channels"])
         out, self.notes = [], []
         for path in paths:
-            x, note = load_image(path, size, channels)
+            x, note = self.read_image(path)
             if note:
                 self.notes.append(f"{path}: {note}")
             out.append(x)
@@ -110,13 +125,20 @@ class ImageClassifier(Classifier):
         n = weights[0].shape[-1] - 1
         return ["[CLS]"] + [f"p{i}" for i in range(n)], attention_layers(weights)
 
+    def rollout(self, weights: list[Tensor]) -> Tensor:
+        """Attention rollout (Abnar & Zuidema 2020) of one image's weights (:meth:`attention`,
+        L × ``(h, T, T)``): the class token's share of each patch ``(N,)``, a square grid of
+        patches in row order."""
+        from seqlab.models.vit import attention_rollout
+
+        return attention_rollout([w[None] for w in weights])[0]  # (N,)
+
     def figures_of(self, item: Any, weights: list[Tensor], stem: str) -> list[Path]:
         """The attention rollout drawn on the image (Abnar & Zuidema 2020)."""
-        from seqlab.models.vit import attention_rollout
         from seqlab.plotting import plot_rollout
 
         image = item if isinstance(item, Tensor) else self.read_images([item])[0]
-        share = attention_rollout([w[None] for w in weights])[0]
+        share = self.rollout(weights)
         return [plot_rollout(image, share, f"{stem}-rollout.png", title=str(item))]
 
     # -- training

@@ -19,7 +19,7 @@ from seqlab.config import ExperimentConfig
 from seqlab.data.classification import Examples, label_ids, label_set
 from seqlab.data.parallel import DataWarning
 from seqlab.data.tokenizers import Tokenizer, load_tokenizer, make_tokenizer, save_tokenizer
-from seqlab.data.vocab import Vocab
+from seqlab.data.vocab import Vocab, check_not_empty
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.tasks.base import Run, load_weights
@@ -180,6 +180,7 @@ class TextClassifier(Classifier):
             vocab = Vocab(
                 [tokenizer.tokenize(t) for t, _ in texts["train"]], d.min_freq, d.max_vocab
             )
+            check_not_empty(vocab, "text", d.min_freq, d.max_vocab)
         where = d.path or d.dataset
 
         def encoded(examples: Examples, what: str) -> tuple[list[list[int]], list[int]]:
