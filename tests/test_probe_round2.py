@@ -224,3 +224,49 @@ def test_tool_options_out_of_range_are_one_line_errors(tmp_path, args, message):
     r = run_offline([*args, *extra, "--out", str(tmp_path / "o")], tmp_path)
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------------ left over from round two
+def test_generating_more_than_the_cap_is_refused_at_once(tmp_path):
+    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the time traveller was expounding a recondite matter to us " * 20)
+    cfg = tmp_path / "lm.yaml"
+    cfg.write_text(
+        f"data: {{dataset: text, path: {corpus}}}\nmodel: {{arch: rnn_lm}}\n", encoding="utf-8"
+    )
+    from seqlab.cli import main
+
+    too_many = str(MAX_GENERATE_TOKENS + 1)
+    assert main(["ngram", str(cfg), "--generate", "the", "--tokens", too_many]) == 2
+
+
+def test_layer_without_attention_png_and_unknown_sentences_are_reported(tiny_runs):
+    model = load(tiny_runs["cls"])  # a text classifier
+    with pytest.raises(SeqlabError, match="--layer picks the layer that --attention-png draws"):
+        model.check("classify", {"layer": 0, "attention_png": None})
+    model.check("classify", {"layer": -1, "attention_png": None})  # the default: fine
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.classify(["zzzqqq xxyyzz"])
+    assert any("hold no token the model knows" in str(w.message) for w in caught)
+
+
+def test_a_neural_language_model_refuses_more_than_the_cap(tiny_runs):
+    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS
+
+    with pytest.raises(SeqlabError, match=f"from 0 to {MAX_GENERATE_TOKENS:,}"):
+        load(tiny_runs["lm"]).generate("the", tokens=MAX_GENERATE_TOKENS + 1)
+
+
+def test_the_servers_token_limit_cannot_exceed_generates_cap():
+    pytest.importorskip("fastapi")
+    from pydantic import ValidationError
+
+    from seqlab.serve.limits import Limits
+    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS
+
+    assert Limits(max_tokens=MAX_GENERATE_TOKENS).max_tokens == MAX_GENERATE_TOKENS
+    with pytest.raises(ValidationError):
+        Limits(max_tokens=MAX_GENERATE_TOKENS + 1)

@@ -763,11 +763,11 @@ def _reset(conn):
 def test_clients_that_leave_never_stop_the_server(tiny_runs, tmp_path):
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
     argv = [f"words={tiny_runs['lm']}", f"dates={tiny_runs['mt']}", "--quiet"]
-    argv += ["--max-tokens", "1000000", "--timeout-s", "600", "--engine", "seqlab"]
+    argv += ["--max-tokens", "100000", "--timeout-s", "600", "--engine", "seqlab"]
     server, port, url = _serve(argv, log)
     try:
         # a stream whose client goes away after its first token: the generation stops
-        stream = _send(port, "/generate", {"model": "words", "tokens": 1000000, "stream": True})
+        stream = _send(port, "/generate", {"model": "words", "tokens": 100000, "stream": True})
         seen = b""
         while b"event: token" not in seen:
             chunk = stream.recv(4096)

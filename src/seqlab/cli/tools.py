@@ -270,8 +270,10 @@ def cmd_ngram(args: argparse.Namespace) -> int:
     import torch
 
     from seqlab.config import load_config
-    from seqlab.tasks.language_modeling import ngram_models
+    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS, ngram_models
 
+    if args.tokens > MAX_GENERATE_TOKENS:
+        raise SeqlabError(f"--tokens is at most {MAX_GENERATE_TOKENS:,}, got {args.tokens:,}")
     if args.k is not None and args.smoothing != "add_k":
         raise SeqlabError("--k is add-k's pseudo-count: it applies with --smoothing add_k")
     cfg = load_config(args.config, args.overrides)
@@ -483,7 +485,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         metavar="PREFIX",
         help="sample from the highest order (never <unk>, <pad>, <bos> or <eos>)",
     )
-    p.add_argument("--tokens", type=non_negative_int, default=200)
+    p.add_argument(
+        "--tokens",
+        type=non_negative_int,
+        default=200,
+        help="tokens --generate writes, at most 100,000",
+    )
     p.add_argument("--seed", type=seed_int, default=0, help="random seed, 0 to 2**32 - 1")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_ngram)

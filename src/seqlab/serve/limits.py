@@ -23,7 +23,11 @@ class Limits(BaseModel):
     max_texts: PositiveInt = Field(64, description="texts or images per request (413)")
     max_beam: PositiveInt = Field(10, description="beam size (422)")
     max_nbest: PositiveInt = Field(10, description="hypotheses returned per text (422)")
-    max_tokens: PositiveInt = Field(1000, description="tokens to generate (422)")
+    max_tokens: PositiveInt = Field(
+        1000,
+        le=100_000,
+        description="tokens to generate (422); at most 100,000, generate's own cap",
+    )
     max_steps: PositiveInt = Field(1000, description="values to forecast (422)")
     max_history: PositiveInt = Field(100_000, description="past values of a forecast (413)")
     max_upload_bytes: PositiveInt = Field(

@@ -45,6 +45,8 @@ from seqlab.tasks.report import Prediction, Report
 from seqlab.textio import read_lines
 
 ARTEFACTS = ("vocab.json", "tokenizer.json")
+#: most tokens one generate call writes (a typo like 10**11 would otherwise run for days)
+MAX_GENERATE_TOKENS = 100_000
 #: the highest sampling temperature accepted (``decode.temperature``'s bound): softmax(z / 100) is
 #: already flat
 MAX_TEMPERATURE = 100.0
@@ -227,7 +229,7 @@ class LanguageModel(Predictor):
         Option("--prefix", "text to warm up on", ("generate",), role="cli", default=""),
         Option(
             "--tokens",
-            "tokens to generate",
+            f"tokens to generate, at most {MAX_GENERATE_TOKENS:,}",
             ("generate",),
             type="non_negative_int",
             default=200,
@@ -295,8 +297,11 @@ class LanguageModel(Predictor):
             raise SeqlabError(
                 f"number of tokens to generate must be a whole number, got {tokens!r}"
             )
-        if tokens is not None and tokens < 0:
-            raise SeqlabError(f"number of tokens to generate must be >= 0, got {tokens}")
+        if tokens is not None and not 0 <= tokens <= MAX_GENERATE_TOKENS:
+            raise SeqlabError(
+                f"number of tokens to generate must be from 0 to {MAX_GENERATE_TOKENS:,}, "
+                f"got {tokens}"
+            )
         seed = options.get("seed")
         if seed is not None and (
             isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**32 - 1

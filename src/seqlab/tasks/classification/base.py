@@ -221,6 +221,10 @@ class Classifier(Predictor):
             )
 
     def check(self, command: str, options: Mapping[str, Any]) -> None:
+        if options.get("layer", -1) != -1 and not options.get("attention_png"):
+            raise SeqlabError(
+                "--layer picks the layer that --attention-png draws; give --attention-png DIR too"
+            )
         if options.get("attention_png") and not self.has_attention:
             raise SeqlabError(
                 f"--attention-png: model.arch={self.cfg.model.arch} has no self-attention to "

@@ -117,7 +117,16 @@ class TextClassifier(Classifier):
                 "tokens (the model reads no more)",
                 stacklevel=4,
             )
-        return encode_texts(items, self.vocab, self.tokenizer, limit)
+        ids = encode_texts(items, self.vocab, self.tokenizer, limit)
+        unknown = [i for i, row in enumerate(ids) if all(t == UNK for t in row)]
+        if unknown:
+            warnings.warn(
+                f"{len(unknown)} of {len(items)} sentences hold no token the model knows (all "
+                f"<unk>; the first is sentence {unknown[0]}): their labels come from nothing they "
+                "say",
+                stacklevel=4,
+            )
+        return ids
 
     # -- labelled examples
     def split_examples(self, split: str) -> tuple[list[str], list[str]]:
