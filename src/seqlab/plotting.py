@@ -325,3 +325,22 @@ def plot_loglog(series: dict[str, Tensor], path: str | Path, title: str = "") ->
     ax.set_title(title)
     ax.legend()
     return save_figure(fig, path)
+
+
+def plot_metric_over_time(
+    curves: dict[str, tuple[list[float], list[float]]], path: str | Path, metric: str
+) -> Path:
+    """A validation metric against training wall time, one line per run.
+
+    Args:
+        curves: run label -> (minutes since the run started, values), each in evaluation order.
+    """
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    for label, (minutes, values) in curves.items():
+        ax.plot(minutes, values, "o-", markersize=3, label=label)
+    ax.set_xlabel("training wall time (minutes)")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} as training goes")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)

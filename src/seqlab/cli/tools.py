@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from seqlab.cli.common import (
+    check_writable,
     check_writable_dir,
     finite_float,
     non_negative_int,
@@ -421,7 +422,64 @@ DEMO_COMMANDS: dict[str, tuple[Options, Callable[[argparse.Namespace], int]]] = 
 }
 
 
+def metric_over_time(run: Path, metric: str) -> tuple[list[float], list[float]]:
+    """(minutes, values) of ``metric`` at each validation of ``run`` (its ``metrics.jsonl``)."""
+    from seqlab.errors import CheckpointError
+    from seqlab.training.callbacks import read_metrics
+
+    path = Path(run) / "metrics.jsonl"
+    if not path.is_file():
+        raise SeqlabError(f"{run}: no metrics.jsonl; is it a seqlab run directory?")
+    try:
+        records = read_metrics(path)
+    except CheckpointError as exc:
+        raise SeqlabError(str(exc)) from None
+    points = [
+        (r["elapsed_s"] / 60, float(r[metric]))
+        for r in records
+        if r.get("kind") == "eval" and metric in r and "elapsed_s" in r
+    ]
+    if not points:
+        known = sorted({k for r in records if r.get("kind") == "eval" for k in r} - {"kind"})
+        raise SeqlabError(
+            f"{path} has no validation with {metric!r}; its validations record: "
+            + (", ".join(known) or "nothing yet")
+        )
+    return [m for m, _ in points], [v for _, v in points]
+
+
+def cmd_curves(args: argparse.Namespace) -> int:
+    from seqlab.plotting import plot_metric_over_time
+
+    check_writable(args.out, "--out")
+    labels = [Path(r).name or str(r) for r in args.runs]
+    if len(set(labels)) < len(labels):  # two runs of one name: use the paths as given
+        labels = [str(r) for r in args.runs]
+    curves = {
+        label: metric_over_time(Path(r), args.metric)
+        for label, r in zip(labels, args.runs, strict=True)
+    }
+    plot_metric_over_time(curves, args.out, args.metric)
+    for label, (minutes, values) in curves.items():
+        best = max(range(len(values)), key=values.__getitem__)
+        print(
+            f"{label}: {args.metric} {values[-1]:.2f} after {minutes[-1]:.1f} min "
+            f"(highest {values[best]:.2f} at {minutes[best]:.1f} min, {len(values)} validations)"
+        )
+    print(f"wrote {args.out}")
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "curves",
+        help="a validation metric of one or more runs against training wall time, as a PNG",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="trained (or training) runs")
+    p.add_argument("--metric", default="val_bleu", help="a validation metric (default val_bleu)")
+    p.add_argument("--out", required=True, metavar="PNG", help="the figure (replaced if it exists)")
+    p.set_defaults(func=cmd_curves)
+
     diagnose = sub.add_parser("diagnose", help="diagnostics (vanishing/exploding gradients)")
     diagnose_sub = diagnose.add_subparsers(dest="diagnose_command", required=True, metavar="WHAT")
     p = diagnose_sub.add_parser(
