@@ -116,3 +116,30 @@ def tiny_runs(tmp_path_factory):
     from tiny_runs import TinyRuns
 
     return TinyRuns(tmp_path_factory.mktemp("tiny-runs"))
+
+
+def tiny_dates_transformer(data=None, train=None):
+    """A raw config: a 1+1-layer, 16-wide Transformer on generated dates (character tokens),
+    trained for a few steps; ``data`` and ``train`` keys are added to the defaults."""
+    return {
+        "data": {
+            "dataset": "dates",
+            "tokenizer": "char",
+            "num_examples": 120,
+            "val_examples": 10,
+            "max_len": 40,
+            **(data or {}),
+        },
+        "model": {
+            "arch": "transformer",
+            "d_model": 16,
+            "num_heads": 2,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "d_ff": 32,
+            "dropout": 0.0,
+            "max_len": 64,
+        },
+        "train": {"eval_every": 2, "threads": 1, **(train or {})},
+        "decode": {"max_len_a": 0.0, "max_len_b": 12},
+    }

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import tiny_dates_transformer
 from seqlab.checkpoints import read_meta
 from seqlab.config import config_from_dict
 from seqlab.experiment import train
@@ -74,36 +75,10 @@ def losses(run_dir):
 
 
 def test_two_nodes_train_are_killed_and_resume_like_one_process(tmp_path):
-    raw = {
-        "data": {
-            "dataset": "dates",
-            "tokenizer": "char",
-            "num_examples": 120,
-            "val_examples": 10,
-            "batch_tokens": 300,
-            "max_len": 40,
-        },
-        "model": {
-            "arch": "transformer",
-            "d_model": 16,
-            "num_heads": 2,
-            "encoder_layers": 1,
-            "decoder_layers": 1,
-            "d_ff": 32,
-            "dropout": 0.0,
-            "max_len": 64,
-        },
-        "train": {
-            "max_steps": 8,
-            "eval_every": 2,
-            "log_every": 1,
-            "threads": 1,
-            "lr": 3e-3,
-            "keep_last": 2,
-            "precision": "fp32",
-        },
-        "decode": {"max_len_a": 0.0, "max_len_b": 12},
-    }
+    raw = tiny_dates_transformer(
+        data={"batch_tokens": 300},
+        train={"max_steps": 8, "log_every": 1, "lr": 3e-3, "keep_last": 2, "precision": "fp32"},
+    )
     single = {**raw, "train": {**raw["train"], "accumulate": 2}}
     train(config_from_dict(single), tmp_path / "one")
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(raw))

@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import tiny_dates_transformer
 from precision_helpers import PRECISIONS, assert_close_in
 from seqlab import load
 from seqlab.checkpoints import load_safetensors, read_meta
@@ -253,37 +254,17 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path, pr
 def test_two_processes_deal_out_token_batches_like_accumulating_two(tmp_path, precision):
     """Token-budget batches of odd row counts, an odd number per epoch: 2 processes taking whole
     batches (one padded step per epoch) make the updates of 1 process accumulating 2 batches."""
-    raw = {
-        "data": {
-            "dataset": "dates",
-            "tokenizer": "char",
-            "num_examples": 120,
-            "val_examples": 10,
-            "batch_tokens": 300,
-            "max_len": 40,
-        },
-        "model": {
-            "arch": "transformer",
-            "d_model": 16,
-            "num_heads": 2,
-            "encoder_layers": 1,
-            "decoder_layers": 1,
-            "d_ff": 32,
-            "dropout": 0.0,
-            "max_len": 64,
-        },
-        "train": {
+    raw = tiny_dates_transformer(
+        data={"batch_tokens": 300},
+        train={
             "max_steps": 7,
-            "eval_every": 2,
             "log_every": 1,
-            "threads": 1,
             "lr": 3e-3,
             "keep_last": 3,
             "average_last": 3,  # collectives in saving, evaluation on rank 0
             "precision": precision,
         },
-        "decode": {"max_len_a": 0.0, "max_len_b": 12},
-    }
+    )
     from seqlab.tasks.translation import build_experiment
 
     batches = build_experiment(config_from_dict(raw)).train_batches

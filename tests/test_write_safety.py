@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import tiny_dates_transformer
 from seqlab import load
 from seqlab.cli import main
 from seqlab.config import config_from_dict
@@ -38,27 +39,9 @@ def lm_raw(corpus, **train_keys):
 
 
 def mt_raw():
-    return {
-        "data": {
-            "dataset": "dates",
-            "tokenizer": "char",
-            "num_examples": 150,
-            "val_examples": 8,
-            "max_len": 40,
-        },
-        "model": {
-            "arch": "transformer",
-            "d_model": 16,
-            "num_heads": 2,
-            "encoder_layers": 1,
-            "decoder_layers": 1,
-            "d_ff": 32,
-            "dropout": 0.0,
-            "max_len": 64,
-        },
-        "train": {"max_steps": 2, "eval_every": 2, "threads": 1},
-        "decode": {"max_len_a": 0.0, "max_len_b": 12},
-    }
+    return tiny_dates_transformer(
+        data={"num_examples": 150, "val_examples": 8}, train={"max_steps": 2}
+    )
 
 
 @pytest.fixture(scope="module")

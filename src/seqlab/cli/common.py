@@ -60,11 +60,8 @@ def finite_float(text: str) -> float:
 
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
-    if not value >= 0 or value == float("inf"):
+    value = finite_float(text)
+    if value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text[:40]}")
     return value
 
