@@ -72,7 +72,7 @@ def test_the_environment_overrides_detection(monkeypatch):
     monkeypatch.setenv(P.NATIVE_BF16_ENV, "0")
     assert P.resolve_precision("auto").precision == "fp32"
     monkeypatch.setenv(P.NATIVE_BF16_ENV, "yes")
-    with pytest.raises(ValueError, match="SEQLAB_NATIVE_BF16 must be 0 or 1, got 'yes'"):
+    with pytest.raises(ConfigError, match="SEQLAB_NATIVE_BF16 must be 0 or 1, got 'yes'"):
         P.resolve_precision("auto")
 
 

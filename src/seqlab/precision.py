@@ -77,7 +77,11 @@ def native_bf16(device: torch.device | str = "cpu") -> tuple[bool, str]:
     forced = os.environ.get(NATIVE_BF16_ENV)
     if forced is not None:
         if forced not in ("0", "1"):
-            raise ValueError(f"{NATIVE_BF16_ENV} must be 0 or 1, got {forced!r}")
+            from seqlab.errors import ConfigError
+
+            raise ConfigError(
+                f"environment variable {NATIVE_BF16_ENV} must be 0 or 1, got {forced!r}"
+            )
         return forced == "1", f"{NATIVE_BF16_ENV}={forced}"
     if device.type == "cuda":
         ok = torch.cuda.is_bf16_supported()
