@@ -2,18 +2,21 @@
 sending one real sentence per request, against offline ``translate`` on the same sentences.
 
 The server runs as its own process (``seqlab serve RUN --host 127.0.0.1``), started and stopped
-here; the clients are asyncio tasks in this process (an httpx client each), so on a small machine
-they share its cores with the server, as a real client on the same host would. Each level sends
-``--requests`` requests or stops after ``--seconds``, whichever comes first (bounded in count and
-time). The sentences are the source side of the run's validation split (Multi30k's 1,014 for the
-README's en→de run, read from ``$SEQLAB_DATA_DIR``), cycled.
+here; the clients are asyncio tasks in this process, each on its own keep-alive connection
+(:class:`Connection`, a minimal HTTP/1.1 client: it costs the shared cores little), so on a
+small machine they share its cores with the server, as a real client on the same host would.
+Each level sends ``--requests`` requests or stops after ``--seconds``, whichever comes first
+(bounded in count and time), after a warm-up at the highest concurrency. The sentences are the
+source side of the run's validation split (Multi30k's 1,014 for the README's en→de run, read
+from ``$SEQLAB_DATA_DIR``), cycled.
 
 Reported per level: sentences/s, latency p50/p99, errors (any answer but 200, and transport
-failures), the server's RSS after the level; and offline ``Translator.translate`` on the same
-sentences with the same engine and threads (measured first, with no server running), the ratio
-of the two, and whether the server's translations equal the offline ones. Goals (issue, a
-benchmark, not a test): at 32 clients ≥ 80 % of offline sentences/s, zero errors, RSS growth under
-5 % over 10,000 requests (``--requests 10000``).
+failures), the mean batch the server formed, the CPU seconds of server and clients, the server's
+RSS after the level; and offline ``Translator.translate`` on the same sentences with the same
+engine and threads (best of three passes, measured before the server starts and again after it
+stops: the faster is the reference), the ratio of the two, and whether the server's translations
+equal the offline ones. Goals (issue, a benchmark, not a test): at 32 clients ≥ 80 % of offline
+sentences/s, zero errors, RSS growth under 5 % over 10,000 requests (``--requests 10000``).
 
     SEQLAB_DATA_DIR=../shared/data .venv/bin/python benchmarks/serve_load.py \\
         --run runs/m30-en-de-transformer [--clients 1,8,32] [--requests 10000] [--threads 2]
@@ -34,12 +37,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import httpx
-import torch
 
 from seqlab import load
-from seqlab.machine import machine
+from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
+from seqlab.machine import machine, set_threads
+from seqlab.rundir import RunDir
 from seqlab.tasks.translation import load_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +59,12 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux ``/proc``), all threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,51 +76,94 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def offline(run: Path, sentences: list[str], engine: str, batch: int) -> dict:
-    """``translate`` on all sentences at once (best of two passes after a warm-up)."""
-    model = load(run)
-    model.translate(sentences[:batch], batch_size=batch, engine=engine)  # warm-up, export
+def offline(model: Any, sentences: list[str], engine: str, batch: int, passes: int = 3) -> dict:
+    """``translate`` on all sentences at once: the best of ``passes`` passes."""
     best, outputs = float("inf"), []
-    for _ in range(2):
+    for _ in range(passes):
         start = time.perf_counter()
         outputs = model.translate(sentences, batch_size=batch, engine=engine)
         best = min(best, time.perf_counter() - start)
     return {"seconds": best, "sentences_per_s": len(sentences) / best, "outputs": outputs}
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection to the server, on asyncio streams.
+
+    A load generator that shares the server's cores must cost little per request: this one
+    writes a request and reads ``Content-Length`` bytes back, nothing more (a general client
+    such as httpx spends more CPU per request than the server's framing does).
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: dict) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        data = json.dumps(body).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        )
+        self.writer.write(head.encode() + data)
+        assert self.reader is not None
+        status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionError("the server closed the connection")
+        status, length = int(status_line.split()[1]), 0
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value)
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
 async def load_level(
     url: str, model: str, sentences: list[str], clients: int, requests: int, seconds: float
 ) -> dict:
-    """``clients`` concurrent clients, one sentence per request, until ``requests`` or
-    ``seconds``."""
+    """``clients`` concurrent clients (a keep-alive connection each), one sentence per request,
+    until ``requests`` or ``seconds``."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
     latencies: list[float] = []  # of every answered request
     errors: list[str] = []  # transport failures and answers other than 200
     answers: dict[int, str] = {}  # sentence index -> the server's translation
     sent = ok = 0
     deadline = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
 
-        async def client() -> None:
-            nonlocal sent, ok
+    async def client() -> None:
+        nonlocal sent, ok
+        connection = Connection(host, int(port))
+        try:
             while sent < requests and time.monotonic() < deadline:
                 i, sent = sent % len(sentences), sent + 1
                 start = time.perf_counter()
                 try:
-                    r = await http.post("/translate", json={"model": model, "text": sentences[i]})
-                except httpx.HTTPError as exc:
+                    status, body = await connection.post(
+                        "/translate", {"model": model, "text": sentences[i]}
+                    )
+                except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
                     errors.append(type(exc).__name__)
+                    connection.close()
                     continue
                 latencies.append(time.perf_counter() - start)
-                if r.status_code != 200:
-                    errors.append(f"{r.status_code}: {r.text[:200]}")
+                if status != 200:
+                    errors.append(f"{status}: {body[:200].decode(errors='replace')}")
                 else:
                     ok += 1
-                    answers[i] = r.json()["translations"][0]["text"]
+                    answers[i] = json.loads(body)["translations"][0]["text"]
+        finally:
+            connection.close()
 
-        start = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
-        wall = time.perf_counter() - start
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    wall = time.perf_counter() - start
     return {
         "clients": clients,
         "requests": sent,
@@ -132,15 +186,33 @@ def main() -> int:
     parser.add_argument("--split", default="val", help="the run's split to take sentences from")
     parser.add_argument("--sentences", type=int, default=0, help="use the first N (0: all)")
     parser.add_argument("--engine", choices=["auto", "seqlab", "ctranslate2"], default="auto")
-    parser.add_argument("--threads", type=int, default=0, help="PyTorch threads (0: default)")
+    parser.add_argument("--threads", type=int, default=0, help="decoding threads (0: all cores)")
     parser.add_argument("--batch-size", type=int, default=64, help="offline and server batch")
+    parser.add_argument(
+        "--server-arg", action="append", default=[], help="more `seqlab serve` flags (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "serve_load.json")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    threads = torch.get_num_threads()
     levels = [int(c) for c in args.clients.split(",")]
+    cfg = RunDir(args.run).read_config()
+    if cfg.model.arch != "transformer" and args.engine == "ctranslate2":
+        parser.error(
+            f"--engine ctranslate2 decodes Transformer runs, not model.arch={cfg.model.arch}"
+        )
+    try:
+        import ctranslate2  # noqa: F401
 
+        installed = True
+    except ImportError:
+        installed = False
+    use_ct2 = cfg.model.arch == "transformer" and (
+        args.engine == "ctranslate2" or (args.engine == "auto" and installed)
+    )
+    engine = "ctranslate2" if use_ct2 else "pytorch"
+    if use_ct2:  # as `seqlab translate --engine ctranslate2` and `seqlab serve` do
+        threads = give_cores_to_ctranslate2(args.threads)
+    else:
+        threads = set_threads(args.threads)
     model = load(args.run)
     if model.task != "translation":
         parser.error(f"--run {args.run} holds a {model.task} model; this measures /translate")
@@ -149,27 +221,17 @@ def main() -> int:
         sentences = [s for s, _ in load_pairs(model.cfg)[args.split] if s.strip()]
     if args.sentences:
         sentences = sentences[: args.sentences]
-    transformer = model.cfg.model.arch == "transformer"
-    try:
-        import ctranslate2  # noqa: F401
-
-        installed = True
-    except ImportError:
-        installed = False
-    use_ct2 = transformer and (
-        args.engine == "ctranslate2" or (args.engine == "auto" and installed)
-    )
-    engine = "ctranslate2" if use_ct2 else "pytorch"
-    del model
+    model.translate(sentences[: args.batch_size], batch_size=args.batch_size, engine=engine)
     print(f"{len(sentences)} sentences; engine {engine}; {threads} threads", flush=True)
 
-    base = offline(args.run, sentences, engine, args.batch_size)
+    base = offline(model, sentences, engine, args.batch_size)
     print(f"offline translate: {base['sentences_per_s']:.1f} sentences/s", flush=True)
 
     port = free_port()
     argv = [sys.executable, "-m", "seqlab", "serve", f"bench={args.run}", "--port", str(port)]
     argv += ["--engine", args.engine, "--threads", str(threads), "--quiet"]
     argv += ["--max-batch", str(args.batch_size), "--max-queue", str(max(levels) * 4)]
+    argv += [a for arg in args.server_arg for a in arg.split()]
     server = subprocess.Popen(argv, env={**os.environ}, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     results: list[dict] = []
@@ -183,12 +245,25 @@ def main() -> int:
                     raise RuntimeError("seqlab serve exited: " + server.stderr.read()) from None
                 time.sleep(0.1)
         info = httpx.get(f"{url}/models").json()["models"][0]
-        asyncio.run(load_level(url, "bench", sentences, 4, 2 * 4, 60))  # warm-up
+        rss_loaded = rss_bytes(server.pid)
+        # warm-up at the highest concurrency: the engine's buffers grow to the largest batch
+        # once; what grows after that, over the levels, is what the leak goal measures
+        top = max(levels)
+        asyncio.run(load_level(url, "bench", sentences, top, 5000, 60))
         rss_start = rss_bytes(server.pid)
         for clients in levels:
+            before = httpx.get(f"{url}/health").json()
+            cpu = cpu_seconds(server.pid), cpu_seconds(os.getpid())
             r = asyncio.run(
                 load_level(url, "bench", sentences, clients, args.requests, args.seconds)
             )
+            after = httpx.get(f"{url}/health").json()
+            # where the cores went: the server (all its threads) and these clients
+            r["server_cpu_s"] = cpu_seconds(server.pid) - cpu[0]
+            r["client_cpu_s"] = cpu_seconds(os.getpid()) - cpu[1]
+            batches = after["batches"]["bench"] - before["batches"]["bench"]
+            r["batches"] = batches
+            r["mean_batch"] = (after["texts"]["bench"] - before["texts"]["bench"]) / max(batches, 1)
             r["rss_after_mb"] = rss_bytes(server.pid) / 2**20
             answers = r.pop("answers")
             r["differ_from_offline"] = sum(base["outputs"][i] != t for i, t in answers.items())
@@ -198,13 +273,23 @@ def main() -> int:
                 f"{clients:3d} clients: {r['sentences_per_s']:8.1f} sentences/s "
                 f"({r['ratio_to_offline']:.2f}× offline), p50 {r['latency_p50_ms']:.1f} ms, "
                 f"p99 {r['latency_p99_ms']:.1f} ms, {r['errors']} errors, "
-                f"{r['requests']} requests, RSS {r['rss_after_mb']:.0f} MiB",
+                f"{r['requests']} requests, mean batch {r['mean_batch']:.1f}, CPU s server "
+                f"{r['server_cpu_s']:.0f} client {r['client_cpu_s']:.0f} of {len(os.sched_getaffinity(0)) * r['seconds']:.0f}, RSS {r['rss_after_mb']:.0f} MiB",
                 flush=True,
             )
         rss_end = rss_bytes(server.pid)
     finally:
         server.terminate()
         server.wait(timeout=60)
+    # offline again with the server stopped: the reference is the faster of the two, so that
+    # a slow moment of the machine during the first cannot flatter the ratios
+    again = offline(model, sentences, engine, args.batch_size)
+    print(f"offline translate again: {again['sentences_per_s']:.1f} sentences/s", flush=True)
+    if again["sentences_per_s"] > base["sentences_per_s"]:
+        base = {**again, "outputs": base["outputs"]}
+    for r in results:
+        r["ratio_to_offline"] = r["sentences_per_s"] / base["sentences_per_s"]
+        print(f"{r['clients']:3d} clients: {r['ratio_to_offline']:.2f}× offline", flush=True)
     growth = (rss_end - rss_start) / rss_start
     print(f"server RSS {rss_start / 2**20:.0f} → {rss_end / 2**20:.0f} MiB ({growth:+.1%})")
     summary = {
@@ -215,6 +300,7 @@ def main() -> int:
         "engine": info["engine"],
         "offline": {k: v for k, v in base.items() if k != "outputs"},
         "levels": results,
+        "rss_loaded_mb": rss_loaded / 2**20,
         "rss_start_mb": rss_start / 2**20,
         "rss_end_mb": rss_end / 2**20,
         "rss_growth": growth,
@@ -224,7 +310,10 @@ def main() -> int:
             "errors": 0,
             "rss_growth_over_10000_requests": "< 0.05",
         },
-        "machine": machine(f"fp32 (seqlab serve, engine {info['engine']})"),
+        "machine": {
+            **machine(f"fp32 (seqlab serve, engine {info['engine']})"),
+            "threads": threads,  # the engine's (PyTorch keeps one when CTranslate2 decodes)
+        },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")

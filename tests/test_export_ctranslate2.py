@@ -111,6 +111,88 @@ def test_greedy_and_beam_outputs_match(exported, precision):
     )
 
 
+class _Counting:
+    """The engine's CTranslate2 translator, counting ``translate_batch`` calls."""
+
+    def __init__(self, translator):
+        self.translator, self.calls = translator, 0
+
+    def __getattr__(self, name):
+        return getattr(self.translator, name)
+
+    def translate_batch(self, *args, **kwargs):
+        self.calls += 1
+        return self.translator.translate_batch(*args, **kwargs)
+
+
+# limits that differ from sentence to sentence and bind for some: floor(0.5 * S + 3)
+MIXED = {"max_len_a": 0.5, "max_len_b": 3}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"beam_size": 1},
+        {"beam_size": 5},
+        {"beam_size": 5, "nbest": 3},
+        {"beam_size": 4, "nbest": 2, "length_penalty": 0.0},  # no early end rule: by limit
+    ],
+    ids=["greedy", "beam", "nbest", "beam-no-penalty"],
+)
+def test_a_batch_of_different_limits_decodes_as_each_sentence_alone(exported, options):
+    """Sentences with different output limits go through CTranslate2 in one call where the
+    search's end is provably the same as with each sentence's own limit, else again in groups:
+    either way each sentence gets what it gets alone, at its limit or not."""
+    m, engine, _, src, _ = exported
+    limits = [int(0.5 * len(s) + 3) for s in src]
+    alone = [engine.search([s], **options, **MIXED)[0] for s in src]
+    at_limit = [len(h[0].tokens) >= n for h, n in zip(alone, limits, strict=True)]
+    assert any(at_limit) and not all(at_limit) and len(set(limits)) > 1
+    counting = _Counting(engine.translator)
+    engine.translator = counting
+    try:
+        together = engine.search(src, **options, **MIXED)
+    finally:
+        engine.translator = counting.translator
+    for one, other in zip(alone, together, strict=True):
+        assert [h.tokens for h in one] == [h.tokens for h in other]
+        torch.testing.assert_close(
+            torch.tensor([h.score for h in other]), torch.tensor([h.score for h in one])
+        )
+    groups = len(set(limits))
+    if options.get("length_penalty") == 0.0:
+        assert counting.calls == groups  # one call per limit, as before
+    else:
+        assert counting.calls < groups  # fewer: the batch went through in one call first
+
+
+def test_greedy_with_different_limits_matches_seqlab(exported):
+    """Per-sentence limits that bind for some sentences: CTranslate2's greedy outputs equal
+    seqlab's (the forced ``<eos>`` at the limit included)."""
+    m, engine, _, src, _ = exported
+    s, s_len = pad_sequences(src)
+    ours = [h.tokens for h in greedy_search(m.model, s, s_len, **MIXED)]
+    theirs = [h[0].tokens for h in engine.search(src, **MIXED)]
+    assert_same_outputs(m.model, src, ours, theirs, "fp32")
+
+
+def test_cores_go_to_ctranslate2(monkeypatch):
+    """``give_cores_to_ctranslate2`` leaves PyTorch one thread and keeps the others for the
+    engines made afterwards."""
+    import seqlab.export.ctranslate2 as ct2_export
+
+    monkeypatch.setattr(ct2_export, "_ENGINE_THREADS", None)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert ct2_export.engine_threads() == 2
+        assert ct2_export.give_cores_to_ctranslate2() == 2
+        assert torch.get_num_threads() == 1 and ct2_export.engine_threads() == 2
+        assert ct2_export.give_cores_to_ctranslate2(3) == 3
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_int8_runs_through_the_run_directory(exported, capsys, tmp_path):
     m, _, _, src, _ = exported
     sentences = ["saturday 9 may 1998", "", "09/05/98"]

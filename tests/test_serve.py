@@ -84,11 +84,12 @@ def digit(size=28):
 def test_health_and_models_describe_every_run(api, models):
     health = api.get("/health")
     assert health.status_code == 200
-    assert health.json() == {
-        "status": "ok",
-        "models": len(TASKS),
-        "queued": dict.fromkeys(TASKS, 0),
-    }
+    body = health.json()
+    counts = {k: body.pop(k) for k in ("batches", "texts")}
+    assert body == {"status": "ok", "models": len(TASKS), "queued": dict.fromkeys(TASKS, 0)}
+    assert counts["batches"].keys() == counts["texts"].keys() == TASKS.keys()
+    for name in TASKS:  # every batch holds at least one text
+        assert counts["texts"][name] >= counts["batches"][name] >= 0
     infos = {m["name"]: m for m in api.get("/models").json()["models"]}
     assert {n: m["task"] for n, m in infos.items()} == TASKS
     for name, m in infos.items():
@@ -525,6 +526,43 @@ def test_the_batcher_fills_batches_carries_the_rest_and_drains_on_close():
     assert batches == [["first"], ["a", "b"], ["c", "bad"], ["d"]]
     with pytest.raises(RuntimeError, match="shutting down"):
         asyncio.run(_submit(batcher))
+
+
+def test_answered_clients_come_back_into_one_batch_and_a_lone_request_does_not_wait():
+    """Under load, the clients a batch answered send again at once: the next batch waits for
+    them (up to ``wait_s``) instead of running the first to arrive alone. A request to an idle
+    server runs at once."""
+    from seqlab.serve.batching import Batcher
+
+    release, batches = threading.Event(), []
+
+    def run(jobs):
+        release.wait(10)
+        batches.append([job.payload for job in jobs])
+        return [job.payload for job in jobs]
+
+    batcher = Batcher("t", run, max_batch=8, wait_s=1.0, max_queue=8)
+
+    async def scenario():
+        held = batcher.submit("held", 1)
+        await _until(lambda: batcher.queued == 0)  # the worker holds it
+        first = [batcher.submit(p, 1) for p in "abc"]
+        release.set()
+        await asyncio.gather(held.future, *(j.future for j in first))
+        again = []
+        for p in ("a2", "b2", "c2"):  # the three clients, one after another
+            again.append(batcher.submit(p, 1))
+            await asyncio.sleep(0.02)
+        await asyncio.gather(*(j.future for j in again))
+        await asyncio.sleep(1.5)  # idle for longer than wait_s
+        solo = batcher.submit("solo", 1)
+        await asyncio.sleep(0.3)
+        other = batcher.submit("other", 1)
+        await asyncio.gather(solo.future, other.future)
+        await asyncio.to_thread(batcher.close, 10)
+
+    asyncio.run(scenario())
+    assert batches == [["held"], ["a", "b", "c"], ["a2", "b2", "c2"], ["solo"], ["other"]]
 
 
 async def _submit(batcher):

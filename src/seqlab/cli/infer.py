@@ -101,6 +101,10 @@ def load_run(args: argparse.Namespace) -> Predictor:
     from seqlab.tasks import predictors
     from seqlab.tasks.options import undeclared
 
+    if getattr(args, "engine", None) == "ctranslate2":  # before PyTorch starts its threads
+        from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
+
+        give_cores_to_ctranslate2()
     model = load(args.checkpoint, args.which, args.precision)
     command, holds = args.command, f"{model.kind} model (model.arch={model.cfg.model.arch})"
     if command not in model.commands:

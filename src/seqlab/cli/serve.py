@@ -45,6 +45,28 @@ def _check_port(host: str, port: int) -> None:
             ) from None
 
 
+def _ctranslate2_decodes(specs: list[str], engine: str) -> bool:
+    """Whether CTranslate2 will decode one of the runs (read from their configs, before any
+    model is loaded): a Transformer translation run, with CTranslate2 installed for ``auto``."""
+    from seqlab.rundir import RunDir
+    from seqlab.tasks.translation import engine_decodes
+
+    if engine == "auto":
+        try:
+            import ctranslate2  # noqa: F401
+        except ImportError:
+            return False
+    for spec in specs:
+        path = spec.partition("=")[2] or spec
+        try:
+            arch = RunDir(path).read_config().model.arch
+        except (SeqlabError, OSError, ValueError):
+            continue  # load_models reports it
+        if engine_decodes("ctranslate2", arch):
+            return True
+    return False
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -68,7 +90,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         flag = "--" + str(first["loc"][0]).replace("_", "-")
         raise SeqlabError(f"{flag} {first.get('input')}: {first['msg']}") from None
     _check_port(args.host, args.port)
-    if args.threads:
+    if args.engine != "seqlab" and _ctranslate2_decodes(args.run_dirs, args.engine):
+        from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
+
+        give_cores_to_ctranslate2(args.threads or 0)  # before PyTorch starts its threads
+    elif args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
@@ -158,7 +184,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         metavar="ORIGIN",
         help="allow browser pages from ORIGIN to call the API (repeatable; default: none)",
     )
-    p.add_argument("--threads", type=positive_int, help="PyTorch threads (default: all cores)")
+    p.add_argument(
+        "--threads",
+        type=positive_int,
+        help="decoding threads (default: all cores); when CTranslate2 decodes, it gets them and "
+        "PyTorch (attention requests, other models) keeps one",
+    )
     p.add_argument("--quiet", action="store_true", help="no access log")
     limits = p.add_argument_group("limits (each answered 413/422 with its name when exceeded)")
     defaults = Limits()

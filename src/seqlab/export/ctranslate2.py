@@ -333,6 +333,36 @@ class Decoded:
     attention: None = None
 
 
+#: the thread count :func:`give_cores_to_ctranslate2` kept for CTranslate2 (None: not called)
+_ENGINE_THREADS: int | None = None
+
+
+def give_cores_to_ctranslate2(threads: int = 0) -> int:
+    """Let CTranslate2 have the process's cores: PyTorch drops to one thread and CTranslate2
+    engines made afterwards use ``threads`` (0: PyTorch's count before the call).
+
+    CTranslate2 ships its own OpenMP runtime; once PyTorch's OpenMP pool has started in the same
+    process with more than one thread, CTranslate2's multi-threaded decoding of small batches
+    slows several-fold (``benchmarks/serve_load.py`` measures it). Call this before any PyTorch
+    work (before :func:`seqlab.load`): the CLI and ``seqlab serve`` do when CTranslate2 decodes.
+    Returns the engines' thread count.
+    """
+    import torch
+
+    global _ENGINE_THREADS
+    _ENGINE_THREADS = threads or _ENGINE_THREADS or torch.get_num_threads()
+    torch.set_num_threads(1)
+    return _ENGINE_THREADS
+
+
+def engine_threads() -> int:
+    """The thread count of CTranslate2 engines made now: the one kept by
+    :func:`give_cores_to_ctranslate2`, else PyTorch's."""
+    import torch
+
+    return _ENGINE_THREADS or torch.get_num_threads()
+
+
 class CTranslate2Engine:
     """Decode seqlab token ids with an exported CTranslate2 model.
 
@@ -381,10 +411,14 @@ class CTranslate2Engine:
 
         Greedy search when ``beam_size`` is 1 (score: the log-probability), else beam search
         (score: log-probability / (tokens + 1)^α). Each sentence gets its own output limit
-        floor(a·S + b) (capped by the model's positions), ``<eos>`` excluded: sentences are
-        decoded in groups of equal limits. CTranslate2 stops a hypothesis at its limit without
-        ``<eos>``; seqlab forces ``<eos>`` there, so such a hypothesis is rescored with the
-        forced ``<eos>`` (:meth:`_close_at_limit`) and the n-best list re-sorted.
+        floor(a·S + b) (capped by the model's positions), ``<eos>`` excluded. CTranslate2 takes
+        one limit per call, so the batch is decoded once with the largest limit, and a sentence
+        with a smaller one keeps that result only where its search provably ended before its own
+        limit could act (:meth:`_ended_before`); the others (few: outputs rarely come near
+        1.5·S + 10) are decoded again in groups of equal limits. CTranslate2 stops a hypothesis
+        at its limit without ``<eos>``; seqlab forces ``<eos>`` there, so such a hypothesis is
+        rescored with the forced ``<eos>`` (:meth:`_close_at_limit`) and the n-best list
+        re-sorted.
         """
         if not src_ids:
             return []
@@ -392,34 +426,79 @@ class CTranslate2Engine:
         limits = [math.floor(max_len_a * len(s) + max_len_b) for s in src_ids]
         limits = [max(min(n, cap) if cap is not None else n, 0) for n in limits]
         alpha = length_penalty if beam_size > 1 else 0.0
-        results: list[list[Decoded]] = [[] for _ in src_ids]
-        for limit in sorted(set(limits)):
-            group = [i for i, n in enumerate(limits) if n == limit]
+        results: list[list[Decoded]] = [[Decoded([], 0.0)] if n == 0 else [] for n in limits]
+        todo = [i for i, n in enumerate(limits) if n > 0]  # limit 0: only <eos> may come
+        # one call for all: where the end of a search does not depend on num_hypotheses
+        # (greedy; beam search with a length penalty ends after beam_size hypotheses)
+        if todo and (beam_size == 1 or alpha != 0):
+            top = max(limits[i] for i in todo)
+            every = beam_size if beam_size > 1 else nbest  # all finished ones: see _ended_before
+            found = self._decode([src_ids[i] for i in todo], beam_size, every, alpha, top)
+            redo = []
+            for i, hyps in zip(todo, found, strict=True):
+                if limits[i] == top or self._ended_before(hyps, limits[i], beam_size):
+                    results[i] = hyps[:nbest]  # CTranslate2's n best, as with num_hypotheses
+                else:
+                    redo.append(i)
+            at_top = [i for i in todo if limits[i] == top]
+            self._close_at_limit(
+                [list(src_ids[i]) for i in at_top], [results[i] for i in at_top], top, alpha
+            )
+            todo = redo
+        for limit in sorted({limits[i] for i in todo}):
+            group = [i for i in todo if limits[i] == limit]
             sources = [list(src_ids[i]) for i in group]
-            if limit == 0:  # only <eos> may come: one empty hypothesis
-                found = [[Decoded([], 0.0)] for _ in group]
-            else:
-                found = [
-                    [
-                        Decoded(self._ids(tokens), float(score))
-                        for tokens, score in zip(r.hypotheses, r.scores, strict=True)
-                    ]
-                    for r in self.translator.translate_batch(
-                        [self._source(s) for s in sources],
-                        beam_size=beam_size,
-                        num_hypotheses=nbest,
-                        length_penalty=alpha,
-                        suppress_sequences=[[token_name(PAD)], [token_name(BOS)]],
-                        max_decoding_length=limit,  # tokens before <eos>, as seqlab's limit
-                        min_decoding_length=0,  # <eos> may come first, as in seqlab
-                        max_input_length=0,
-                        return_scores=True,
-                    )
-                ]
+            found = self._decode(sources, beam_size, nbest, alpha, limit)
             self._close_at_limit(sources, found, limit, alpha)
             for i, hyps in zip(group, found, strict=True):
-                results[i] = sorted(hyps, key=lambda h: -h.score)
-        return results
+                results[i] = hyps
+        return [sorted(hyps, key=lambda h: -h.score) for hyps in results]
+
+    @staticmethod
+    def _ended_before(hyps: list[Decoded], limit: int, beam_size: int) -> bool:
+        """Whether a search run with a larger limit ended before step ``limit`` could differ
+        from one with this limit, so that its hypotheses are that search's.
+
+        Both searches are the same step by step until the smaller limit's last step (0-based
+        ``limit - 1``), where that one ends every beam. A hypothesis ended by ``<eos>`` at step
+        s holds s tokens. Greedy search ends at its one hypothesis's ``<eos>``: s ≤ limit - 1.
+        Beam search with a length penalty ends at the step where the finished hypotheses reach
+        ``beam_size``, and at least one of the best ``beam_size`` finished at that step (fewer
+        had finished before it), so with all ``beam_size`` of them returned the longest one's
+        length is that step: it must be ≤ limit - 2.
+        """
+        if beam_size == 1:
+            return all(len(h.tokens) <= limit - 1 for h in hyps)
+        return len(hyps) >= beam_size and all(len(h.tokens) <= limit - 2 for h in hyps)
+
+    def _decode(
+        self,
+        sources: Sequence[Sequence[int]],
+        beam_size: int,
+        hypotheses: int,
+        alpha: float,
+        limit: int,
+    ) -> list[list[Decoded]]:
+        """CTranslate2's ``hypotheses`` best for each source (in its order: best first), at most
+        ``limit`` tokens before ``<eos>``, with seqlab's conventions (no ``<pad>``/``<bos>``
+        output, ``<eos>`` allowed first, no input cut)."""
+        return [
+            [
+                Decoded(self._ids(tokens), float(score))
+                for tokens, score in zip(r.hypotheses, r.scores, strict=True)
+            ]
+            for r in self.translator.translate_batch(
+                [self._source(s) for s in sources],
+                beam_size=beam_size,
+                num_hypotheses=hypotheses,
+                length_penalty=alpha,
+                suppress_sequences=[[token_name(PAD)], [token_name(BOS)]],
+                max_decoding_length=limit,  # tokens before <eos>, as seqlab's limit
+                min_decoding_length=0,  # <eos> may come first, as in seqlab
+                max_input_length=0,
+                return_scores=True,
+            )
+        ]
 
     def _close_at_limit(
         self, sources: list[list[int]], found: list[list[Decoded]], limit: int, alpha: float

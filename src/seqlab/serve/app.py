@@ -287,13 +287,16 @@ def create_app(
     async def answer(handler: Handler, work: Any, size: int) -> Any:
         job = batchers[handler.name].submit(work, size)
         try:
-            return await asyncio.wait_for(job.future, limits.timeout_s)
+            result = await asyncio.wait_for(job.future, limits.timeout_s)
         except TimeoutError:
             job.cancelled.set()
             raise RequestTimeout(
                 f"the request took longer than the server's time limit "
                 f"timeout_s={limits.timeout_s:g}"
             ) from None
+        # the handler built a response model already: serialise it directly (pydantic's own
+        # JSON), not through FastAPI's validate-and-encode of response_model again
+        return Response(result.model_dump_json(), media_type="application/json")
 
     # ------------------------------------------------------------------------ routes
     @app.get("/", include_in_schema=False)
@@ -305,7 +308,10 @@ def create_app(
     @app.get("/health", response_model=schemas.Health)
     async def health() -> schemas.Health:
         return schemas.Health(
-            models=len(handlers), queued={n: b.queued for n, b in batchers.items()}
+            models=len(handlers),
+            queued={n: b.queued for n, b in batchers.items()},
+            batches={n: b.batches for n, b in batchers.items()},
+            texts={n: b.texts for n, b in batchers.items()},
         )
 
     @app.get("/models", response_model=schemas.ModelsResponse, dependencies=[Depends(authorised)])

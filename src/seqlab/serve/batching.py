@@ -2,8 +2,9 @@
 
 Each model has one :class:`Batcher`: a bounded queue and one worker thread. A request handler
 (on the asyncio event loop) puts a :class:`Job` in the queue and awaits its future; the worker
-takes the first job waiting and, when more are waiting already, keeps taking jobs for up to
-``batch_wait_ms`` milliseconds or until ``max_batch`` texts are gathered (a lone request runs at
+takes the first job waiting and, while the server is busy, keeps taking jobs for up to
+``batch_wait_ms`` milliseconds or until ``max_batch`` texts or the jobs it expects (those queued
+when the last batch ended and the ones that batch answered) are gathered (a lone request runs at
 once), runs them as one batch (the model's handler groups them by decoding options) and hands
 each job its own result back on the event loop. While a batch runs, the next requests queue up:
 under load, batches fill by themselves. The event loop
@@ -90,6 +91,7 @@ class Batcher:
         self._lock = threading.Lock()
         self._closed = False
         self.batches = 0  # batches run so far (for tests and /health)
+        self.texts = 0  # texts in them: texts / batches is the mean batch size
 
     @property
     def queued(self) -> int:
@@ -135,22 +137,28 @@ class Batcher:
     def _work(self) -> None:
         carried: Job | None = None  # a job that did not fit the previous batch
         stop = False
+        expect = 0  # jobs likely in the next batch: those queued when the last batch ended,
+        finished = 0.0  # plus the ones it answered (their clients send again); and when
         while not stop:
             first = carried if carried is not None else self._queue.get()
             carried = None
             if first is None:
                 break
             batch, texts = [first], first.size
-            # wait for more only when others are waiting already (a busy server): a lone
-            # request runs at once, so one client pays no batching delay
-            wait = self.wait_s if self._queue.qsize() > 0 else 0.0
-            deadline = time.monotonic() + wait
+            # A batch waits for more (up to wait_s) only while the server is busy: for the
+            # jobs that were queued when the last batch ended and for its clients, who send
+            # again at once, if that batch ended moments ago. A lone request runs at once, so
+            # one client pays no batching delay; under load, batches fill instead of
+            # alternating between the clients answered and those left waiting.
+            fresh = time.monotonic() - finished <= self.wait_s
+            want = max(self._queue.qsize() + 1, expect if fresh else 0)
+            deadline = time.monotonic() + (self.wait_s if want > 1 else 0.0)
             while texts < self.max_batch:
                 remaining = deadline - time.monotonic()
                 try:
-                    if remaining > 0:
+                    if remaining > 0 and len(batch) < want:
                         job = self._queue.get(timeout=remaining)
-                    else:  # past the wait: only what is queued already
+                    else:  # past the wait, or all expected here: only what is queued already
                         job = self._queue.get_nowait()
                 except queue.Empty:
                     break
@@ -165,6 +173,8 @@ class Batcher:
             live = [job for job in batch if not job.cancelled.is_set()]
             if live:
                 self._run_batch(live)
+            expect = self._queue.qsize() + (carried is not None) + len(live)
+            finished = time.monotonic()
 
     def _run_batch(self, batch: list[Job]) -> None:
         try:
@@ -174,6 +184,7 @@ class Batcher:
         except Exception as exc:  # noqa: BLE001 - every job learns of it
             results = [exc] * len(batch)
         self.batches += 1
+        self.texts += sum(job.size for job in batch)
         for job, result in zip(batch, results, strict=True):
             with contextlib.suppress(RuntimeError):  # a closed event loop: nobody to answer
                 job.loop.call_soon_threadsafe(_settle, job.future, result)

@@ -69,6 +69,8 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
     models: int
     queued: dict[str, int] = Field(description="requests waiting, per model")
+    batches: dict[str, int] = Field(description="batches run so far, per model")
+    texts: dict[str, int] = Field(description="texts (sentences, images, series) run so far")
 
 
 # ------------------------------------------------------------------------------- /translate

@@ -599,15 +599,17 @@ class Translator(Predictor):
 
     def ctranslate2_engine(self, quantize: str | None = None) -> Any:
         """The model exported to CTranslate2 (once, into ``RUN/exports/``) and loaded with
-        ``compute_type`` ``quantize`` (fp32 when None), using as many threads as PyTorch."""
+        ``compute_type`` ``quantize`` (fp32 when None), using as many threads as PyTorch, or
+        those kept by :func:`~seqlab.export.ctranslate2.give_cores_to_ctranslate2`."""
         from seqlab.export.ctranslate2 import (
             CTranslate2Engine,
             check_compute_type,
+            engine_threads,
             export_ctranslate2,
         )
 
         check_compute_type(quantize)  # before any export
-        key = (quantize or "float32", torch.get_num_threads())
+        key = (quantize or "float32", engine_threads())
         if key not in self._engines:
             sizes = (len(self.vocabs.src_vocab), len(self.vocabs.tgt_vocab))
             origin = {"checkpoint": str(self.run.checkpoint)} if self.run else {}
