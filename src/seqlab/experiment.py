@@ -214,6 +214,9 @@ def _train(
         summary = trainer.fit()
         if cfg.train.average_last > 1:
             summary["averaged"] = trainer.average_last(cfg.train.average_last)
+        # leave together: a gloo process whose peer tears the group down while it still
+        # finishes rank-0 work can abort at exit ("terminate called without an active exception")
+        dist.barrier()
     finally:
         dist.teardown()
     return summary
