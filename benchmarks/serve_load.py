@@ -194,6 +194,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "serve_load.json")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
+    if args.threads < 0 or min(levels) < 1:
+        parser.error("--threads must be >= 0 and every --clients level >= 1")
     cfg = RunDir(args.run).read_config()
     if cfg.model.arch != "transformer" and args.engine == "ctranslate2":
         parser.error(

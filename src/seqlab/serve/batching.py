@@ -137,8 +137,9 @@ class Batcher:
     def _work(self) -> None:
         carried: Job | None = None  # a job that did not fit the previous batch
         stop = False
-        expect = 0  # jobs likely in the next batch: those queued when the last batch ended,
-        finished = 0.0  # plus the ones it answered (their clients send again); and when
+        # jobs likely in the next batch (those queued when the last batch ended plus the ones
+        # it answered, whose clients send again), and when that batch ended
+        expect, finished = 0, 0.0
         while not stop:
             first = carried if carried is not None else self._queue.get()
             carried = None
