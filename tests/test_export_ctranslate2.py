@@ -2,6 +2,8 @@
 
 import builtins
 import shutil
+import threading
+import time
 
 import pytest
 import torch
@@ -182,15 +184,63 @@ def test_cores_go_to_ctranslate2(monkeypatch):
     import seqlab.export.ctranslate2 as ct2_export
 
     monkeypatch.setattr(ct2_export, "_ENGINE_THREADS", None)
+    monkeypatch.setattr(ct2_export, "_ENGINE_WORKERS", 1)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
         assert ct2_export.engine_threads() == 2
+        with pytest.raises(
+            SeqlabError, match="3 CTranslate2 workers need at least 3 threads, not 2"
+        ):
+            ct2_export.give_cores_to_ctranslate2(0, 3)
+        assert torch.get_num_threads() == 2  # refused before anything changed
+        assert ct2_export.engine_workers() == 1  # until called: PyTorch shares the cores
         assert ct2_export.give_cores_to_ctranslate2() == 2
         assert torch.get_num_threads() == 1 and ct2_export.engine_threads() == 2
-        assert ct2_export.give_cores_to_ctranslate2(3) == 3
+        assert ct2_export.engine_workers() == 2  # one per thread
+        assert ct2_export.give_cores_to_ctranslate2(3, 1) == 3
+        assert ct2_export.engine_workers() == 1
+        assert ct2_export.give_cores_to_ctranslate2(4) == 4 and ct2_export.engine_workers() == 4
     finally:
         torch.set_num_threads(before)
+
+
+def test_an_engine_with_two_workers_decodes_two_batches_at_once(exported, monkeypatch):
+    """With two workers (CTranslate2's inter_threads), ``hypotheses`` decodes two batches at
+    once from two threads and gives what one worker gives, in input order."""
+    import seqlab.export.ctranslate2 as ct2_export
+
+    m = exported[0]
+    sentences = [s for s, _ in load_pairs(m.cfg)["val"]]
+    monkeypatch.setattr(ct2_export, "_ENGINE_THREADS", 2)
+    monkeypatch.setattr(ct2_export, "_ENGINE_WORKERS", 1)
+    one = m.hypotheses(sentences, beam=3, nbest=2, batch_size=7, engine="ctranslate2")
+    monkeypatch.setattr(ct2_export, "_ENGINE_WORKERS", 2)
+    engine = m.ctranslate2_engine()
+    assert engine.workers == 2 and engine.translator.num_translators == 2
+    search, running, most, lock = engine.search, [0], [0], threading.Lock()
+
+    def counted(*args, **kwargs):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            time.sleep(0.05)  # long enough for the other worker's batch to start
+            return search(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(engine, "search", counted)
+    two = m.hypotheses(sentences, beam=3, nbest=2, batch_size=7, engine="ctranslate2")
+    assert most[0] == 2
+    assert [[h.tokens for h in hyps] for hyps in two] == [[h.tokens for h in hyps] for hyps in one]
+    torch.testing.assert_close(
+        torch.tensor([h.score for hyps in two for h in hyps]),
+        torch.tensor([h.score for hyps in one for h in hyps]),
+    )
+    with pytest.raises(SeqlabError, match="3 CTranslate2 workers for 2 threads"):
+        CTranslate2Engine(engine.model_dir, threads=2, workers=3)
 
 
 def test_int8_runs_through_the_run_directory(exported, capsys, tmp_path):

@@ -4,6 +4,7 @@ real server process stopped by SIGTERM."""
 
 import asyncio
 import base64
+import importlib.util
 import io
 import json
 import math
@@ -565,6 +566,37 @@ def test_answered_clients_come_back_into_one_batch_and_a_lone_request_does_not_w
     assert batches == [["held"], ["a", "b", "c"], ["a2", "b2", "c2"], ["solo"], ["other"]]
 
 
+def test_two_workers_run_two_batches_at_once_and_both_stop_on_close():
+    """A batcher with two workers (for an engine that decodes two batches at once) runs two
+    batches at the same time, answers every job, and closing stops both threads."""
+    from seqlab.serve.batching import Batcher
+
+    both, lock, batches = threading.Barrier(2, timeout=10), threading.Lock(), []
+
+    def run(jobs):
+        with lock:
+            batches.append([job.payload for job in jobs])
+            first_two = len(batches) <= 2
+        if first_two:
+            both.wait()  # passes only while another batch runs (else BrokenBarrierError)
+        return [job.payload.upper() for job in jobs]
+
+    batcher = Batcher("t", run, max_batch=2, wait_s=0.0, max_queue=8, workers=2)
+
+    async def scenario():
+        jobs = [batcher.submit(p, 1) for p in "abcdef"]
+        out = await asyncio.gather(*(j.future for j in jobs))
+        await asyncio.to_thread(batcher.close, 10)
+        return out
+
+    assert asyncio.run(scenario()) == list("ABCDEF")
+    assert sorted(p for b in batches for p in b) == list("abcdef")
+    assert batcher.batches == len(batches) and batcher.texts == 6
+    assert len(batcher._threads) == 2 and not any(t.is_alive() for t in batcher._threads)
+    with pytest.raises(ValueError, match="workers must be at least 1, not 0"):
+        Batcher("t", run, max_batch=2, wait_s=0.0, max_queue=8, workers=0)
+
+
 async def _submit(batcher):
     return batcher.submit("late", 1)
 
@@ -718,7 +750,15 @@ def test_command_line_errors(tiny_runs, tmp_path, capsys):
         (["serve", mt, "--api-key-file", str(tmp_path / "key")], "--api-key-file"),
         (["serve", mt, "--max-chars", "0"], "--max-chars 0: Input should be greater than 0"),
         (["serve", mt, "--engine", "seqlab", "--quantize", "int8"], "--quantize applies"),
+        (["serve", mt, "--engine", "seqlab", "--workers", "2"], "--workers applies to models"),
     ]
+    if importlib.util.find_spec("ctranslate2"):  # the engine that has workers
+        cases.append(
+            (
+                ["serve", mt, "--threads", "1", "--workers", "2"],
+                "2 CTranslate2 workers need at least 2 threads, not 1",
+            )
+        )
     for argv, message in cases:
         assert main(argv) == 2, argv
         assert message in capsys.readouterr().err

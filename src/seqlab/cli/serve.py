@@ -93,7 +93,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.engine != "seqlab" and _ctranslate2_decodes(args.run_dirs, args.engine):
         from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
 
-        give_cores_to_ctranslate2(args.threads or 0)  # before PyTorch starts its threads
+        # before PyTorch starts its threads; one batch worker per thread unless told
+        give_cores_to_ctranslate2(args.threads or 0, args.workers or 0)
+    elif args.workers:
+        raise SeqlabError(
+            "--workers applies to models CTranslate2 decodes (Transformer translation runs, "
+            "with CTranslate2 installed and --engine auto or ctranslate2)"
+        )
     elif args.threads:
         import torch
 
@@ -189,6 +195,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         help="decoding threads (default: all cores); when CTranslate2 decodes, it gets them and "
         "PyTorch (attention requests, other models) keeps one",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        help="batches each CTranslate2 model decodes at once, from separate threads, sharing "
+        "--threads (CTranslate2's inter_threads; default: one per thread)",
     )
     p.add_argument("--quiet", action="store_true", help="no access log")
     limits = p.add_argument_group("limits (each answered 413/422 with its name when exceeded)")

@@ -335,22 +335,34 @@ class Decoded:
 
 #: the thread count :func:`give_cores_to_ctranslate2` kept for CTranslate2 (None: not called)
 _ENGINE_THREADS: int | None = None
+#: batches CTranslate2 engines made now decode at once (:func:`give_cores_to_ctranslate2`)
+_ENGINE_WORKERS: int = 1
 
 
-def give_cores_to_ctranslate2(threads: int = 0) -> int:
+def give_cores_to_ctranslate2(threads: int = 0, workers: int = 0) -> int:
     """Let CTranslate2 have the process's cores: PyTorch drops to one thread and CTranslate2
-    engines made afterwards use ``threads`` (0: PyTorch's count before the call).
+    engines made afterwards use ``threads`` (0: PyTorch's count before the call), split among
+    ``workers`` batches decoded at once (0: one per thread; see :class:`CTranslate2Engine`).
 
     CTranslate2 ships its own OpenMP runtime; once PyTorch's OpenMP pool has started in the same
     process with more than one thread, CTranslate2's multi-threaded decoding of small batches
     slows several-fold (``benchmarks/serve_load.py`` measures it). Call this before any PyTorch
     work (before :func:`seqlab.load`): the CLI and ``seqlab serve`` do when CTranslate2 decodes.
     Returns the engines' thread count.
+
+    Raises:
+        SeqlabError: more workers than threads (each worker needs a thread of its own).
     """
     import torch
 
-    global _ENGINE_THREADS
-    _ENGINE_THREADS = threads or _ENGINE_THREADS or torch.get_num_threads()
+    global _ENGINE_THREADS, _ENGINE_WORKERS
+    threads = threads or _ENGINE_THREADS or torch.get_num_threads()
+    workers = workers or threads
+    if workers > threads:
+        raise SeqlabError(
+            f"{workers} CTranslate2 workers need at least {workers} threads, not {threads}"
+        )
+    _ENGINE_THREADS, _ENGINE_WORKERS = threads, workers
     torch.set_num_threads(1)
     return _ENGINE_THREADS
 
@@ -363,6 +375,12 @@ def engine_threads() -> int:
     return _ENGINE_THREADS or torch.get_num_threads()
 
 
+def engine_workers() -> int:
+    """How many batches CTranslate2 engines made now decode at once: those of
+    :func:`give_cores_to_ctranslate2`, else 1 (PyTorch shares the cores)."""
+    return _ENGINE_WORKERS
+
+
 class CTranslate2Engine:
     """Decode seqlab token ids with an exported CTranslate2 model.
 
@@ -370,9 +388,18 @@ class CTranslate2Engine:
         model_dir: written by :func:`export_ctranslate2`.
         compute_type: ``default``/``float32`` or a quantized type such as ``int8``.
         threads: CPU threads of the engine (0: CTranslate2's default).
+        workers: batches decoded at once, from different threads (CTranslate2's
+            ``inter_threads``: that many model replicas, each with ``threads / workers``
+            threads; one batch of a few sentences keeps two cores busy only part of the time).
     """
 
-    def __init__(self, model_dir: str | Path, compute_type: str = "float32", threads: int = 0):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        compute_type: str = "float32",
+        threads: int = 0,
+        workers: int = 1,
+    ):
         ct2 = require_ctranslate2()
         info_path = Path(model_dir) / "seqlab.json"
         try:
@@ -382,9 +409,16 @@ class CTranslate2Engine:
         if not isinstance(info, dict) or info.get("format") != FORMAT:
             raise SeqlabError(f"{model_dir} is not a CTranslate2 model exported by seqlab")
         check_compute_type(compute_type)
+        if workers < 1 or (threads and workers > threads):
+            raise SeqlabError(f"{workers} CTranslate2 workers for {threads} threads")
         self.model_dir, self.compute_type = Path(model_dir), compute_type
+        self.workers = workers  # search() is thread-safe: up to this many calls run at once
         self.translator = ct2.Translator(
-            str(model_dir), device="cpu", compute_type=compute_type, intra_threads=threads
+            str(model_dir),
+            device="cpu",
+            compute_type=compute_type,
+            inter_threads=workers,
+            intra_threads=threads // workers if threads else 0,
         )
 
     @staticmethod

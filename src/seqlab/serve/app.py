@@ -172,6 +172,7 @@ def create_app(
             max_batch=limits.max_batch,
             wait_s=limits.batch_wait_ms / 1000,
             max_queue=limits.max_queue,
+            workers=handler.workers,
         )
         for name, handler in handlers.items()
     }

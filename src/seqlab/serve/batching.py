@@ -1,6 +1,7 @@
 """Micro-batching: requests from different clients decoded together, off the event loop.
 
-Each model has one :class:`Batcher`: a bounded queue and one worker thread. A request handler
+Each model has one :class:`Batcher`: a bounded queue and its worker threads (one, or as many
+as the model's engine decodes batches at once). A request handler
 (on the asyncio event loop) puts a :class:`Job` in the queue and awaits its future; the worker
 takes the first job waiting and, while the server is busy, keeps taking jobs for up to
 ``batch_wait_ms`` milliseconds or until ``max_batch`` texts or the jobs it expects (those queued
@@ -73,6 +74,8 @@ class Batcher:
         wait_s: how long a batch waits for more jobs after its first, when others are
             queued already.
         max_queue: jobs waiting; :meth:`submit` raises :class:`QueueFull` beyond it.
+        workers: worker threads, each taking and running its own batches (for an engine that
+            decodes that many batches at once, such as CTranslate2 with ``inter_threads``).
     """
 
     def __init__(
@@ -83,11 +86,14 @@ class Batcher:
         max_batch: int,
         wait_s: float,
         max_queue: int,
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
         self.name, self._run = name, run
-        self.max_batch, self.wait_s = max_batch, wait_s
+        self.max_batch, self.wait_s, self.workers = max_batch, wait_s, workers
         self._queue: queue.Queue[Job | None] = queue.Queue(max_queue)
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
         self.batches = 0  # batches run so far (for tests and /health)
@@ -110,11 +116,15 @@ class Batcher:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the server is shutting down")
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._work, name=f"seqlab-serve-{self.name}", daemon=True
-                )
-                self._thread.start()
+            if not self._threads:
+                self._threads = [
+                    threading.Thread(
+                        target=self._work, name=f"seqlab-serve-{self.name}-{k}", daemon=True
+                    )
+                    for k in range(self.workers)
+                ]
+                for thread in self._threads:
+                    thread.start()
             try:
                 self._queue.put_nowait(job)
             except queue.Full:
@@ -122,16 +132,17 @@ class Batcher:
         return job
 
     def close(self, timeout: float | None = None) -> None:
-        """Refuse new jobs, let the worker finish the queued ones, and stop it."""
+        """Refuse new jobs, let the workers finish the queued ones, and stop them."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            thread = self._thread
-        if thread is None:
-            return
-        self._queue.put(None)  # after every queued job; blocks while the queue is full
-        thread.join(timeout)
+            threads = list(self._threads)
+        for _ in threads:  # after every queued job; blocks while the queue is full
+            self._queue.put(None)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in threads:
+            thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
 
     # ------------------------------------------------------------------ worker thread
     def _work(self) -> None:
@@ -174,7 +185,8 @@ class Batcher:
             live = [job for job in batch if not job.cancelled.is_set()]
             if live:
                 self._run_batch(live)
-            expect = self._queue.qsize() + (carried is not None) + len(live)
+            # (the jobs queued now go to whichever worker is free: this one's share)
+            expect = len(live) + (carried is not None) + self._queue.qsize() // self.workers
             finished = time.monotonic()
 
     def _run_batch(self, batch: list[Job]) -> None:
@@ -184,8 +196,9 @@ class Batcher:
                 raise RuntimeError(f"{len(results)} results for {len(batch)} jobs")
         except Exception as exc:  # noqa: BLE001 - every job learns of it
             results = [exc] * len(batch)
-        self.batches += 1
-        self.texts += sum(job.size for job in batch)
+        with self._lock:
+            self.batches += 1
+            self.texts += sum(job.size for job in batch)
         for job, result in zip(batch, results, strict=True):
             with contextlib.suppress(RuntimeError):  # a closed event loop: nobody to answer
                 job.loop.call_soon_threadsafe(_settle, job.future, result)

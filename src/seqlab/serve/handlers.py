@@ -91,6 +91,11 @@ class Handler:
     def engine(self) -> str:
         return "seqlab"
 
+    @property
+    def workers(self) -> int:
+        """Batches of this model that run at once (the batcher's worker threads)."""
+        return 1
+
     def warm_up(self) -> None:
         """Work done once before serving (e.g. an export); errors surface at startup."""
 
@@ -102,6 +107,7 @@ class Handler:
             arch=self.cfg.model.arch,
             dataset=str(self.cfg.data.dataset),
             engine=self.engine,
+            workers=self.workers,
             parameters=sum(p.numel() for p in self.predictor.model.parameters()),  # shared once
             checkpoint_step=run.meta.get("step") if run is not None else None,
             metrics=run.metrics if run is not None else {},
@@ -187,6 +193,14 @@ class TranslationHandler(Handler):
         if self.backend == "ctranslate2":
             return f"ctranslate2 {self.quantize}" if self.quantize else "ctranslate2"
         return "seqlab"
+
+    @property
+    def workers(self) -> int:
+        """CTranslate2 decodes as many batches at once as its engine has workers
+        (:func:`~seqlab.export.ctranslate2.give_cores_to_ctranslate2`); seqlab's engine one."""
+        if self.backend == "ctranslate2":
+            return int(self.predictor.ctranslate2_engine(self.quantize).workers)
+        return 1
 
     def warm_up(self) -> None:
         if self.backend == "ctranslate2":  # export into RUN/exports once, and load it

@@ -45,6 +45,7 @@ class ModelInfo(BaseModel):
     arch: str
     dataset: str
     engine: str = Field(description="what runs the model: seqlab, or ctranslate2 (+ quantization)")
+    workers: int = Field(description="batches of this model decoded at once")
     parameters: int
     checkpoint_step: int | None
     metrics: dict[str, float] = Field(description="validation metrics of the loaded checkpoint")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -403,7 +404,7 @@ class Translator(Predictor):
         super().__init__(model, cfg, run)
         self.model: EncoderDecoder = model
         self.vocabs = vocabs
-        self._engines: dict[tuple[str, int], Any] = {}  # CTranslate2 engines, by compute type
+        self._engines: dict[tuple[str, int, int], Any] = {}  # CTranslate2 engines, by settings
 
     @classmethod
     def load(cls, run: Run) -> Translator:
@@ -531,23 +532,34 @@ class Translator(Predictor):
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in src_ids]
         order = sorted((i for i, ids in enumerate(src_ids) if ids), key=lambda i: len(src_ids[i]))
         limits = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
-        fast = self.ctranslate2_engine(quantize) if engine == "ctranslate2" else None
+        starts = range(0, len(order), batch_size)
+        if engine == "ctranslate2":
+            fast = self.ctranslate2_engine(quantize)
+
+            def search(start: int) -> list[list[Hypothesis]]:
+                return fast.search(
+                    [src_ids[i] for i in order[start : start + batch_size]],
+                    beam_size=decode.beam_size if decode.strategy == "beam" else 1,
+                    nbest=decode.nbest,
+                    length_penalty=decode.length_penalty,
+                    max_decode_len=self.model.max_decode_len,
+                    **limits,
+                )
+
+            # an engine with several workers decodes that many batches at once (in order)
+            with ThreadPoolExecutor(min(fast.workers, len(starts)) or 1) as pool:
+                found_all = pool.map(search, starts) if len(starts) > 1 else map(search, starts)
+                for start, found in zip(
+                    starts,
+                    progress(found_all, "decoding", total=len(starts), unit="batch"),
+                    strict=True,
+                ):
+                    for i, hyps in zip(order[start : start + batch_size], found, strict=True):
+                        results[i] = hyps
+            return results
         with autocast(self.precision, device):
-            starts = range(0, len(order), batch_size)
             for start in progress(starts, "decoding", unit="batch"):
                 chunk = order[start : start + batch_size]
-                if fast is not None:
-                    found = fast.search(
-                        [src_ids[i] for i in chunk],
-                        beam_size=decode.beam_size if decode.strategy == "beam" else 1,
-                        nbest=decode.nbest,
-                        length_penalty=decode.length_penalty,
-                        max_decode_len=self.model.max_decode_len,
-                        **limits,
-                    )
-                    for i, hyps in zip(chunk, found, strict=True):
-                        results[i] = hyps
-                    continue
                 src, src_len = pad_sequences([src_ids[i] for i in chunk])
                 src, src_len = src.to(device), src_len.to(device)
                 if decode.strategy == "beam":
@@ -600,16 +612,18 @@ class Translator(Predictor):
     def ctranslate2_engine(self, quantize: str | None = None) -> Any:
         """The model exported to CTranslate2 (once, into ``RUN/exports/``) and loaded with
         ``compute_type`` ``quantize`` (fp32 when None), using as many threads as PyTorch, or
-        those kept by :func:`~seqlab.export.ctranslate2.give_cores_to_ctranslate2`."""
+        those and the workers kept by
+        :func:`~seqlab.export.ctranslate2.give_cores_to_ctranslate2`."""
         from seqlab.export.ctranslate2 import (
             CTranslate2Engine,
             check_compute_type,
             engine_threads,
+            engine_workers,
             export_ctranslate2,
         )
 
         check_compute_type(quantize)  # before any export
-        key = (quantize or "float32", engine_threads())
+        key = (quantize or "float32", engine_threads(), engine_workers())
         if key not in self._engines:
             sizes = (len(self.vocabs.src_vocab), len(self.vocabs.tgt_vocab))
             origin = {"checkpoint": str(self.run.checkpoint)} if self.run else {}
@@ -624,7 +638,9 @@ class Translator(Predictor):
             if where is None:
                 where = Path(tempfile.mkdtemp(prefix="seqlab-ct2-")) / "model"
                 export_ctranslate2(self.model, *sizes, where, origin)
-            self._engines[key] = CTranslate2Engine(where, compute_type=key[0], threads=key[1])
+            self._engines[key] = CTranslate2Engine(
+                where, compute_type=key[0], threads=key[1], workers=key[2]
+            )
         return self._engines[key]
 
     def translate(
