@@ -327,3 +327,31 @@ def test_metrics_name_the_throughput_by_unit_and_keep_perplexity_for_token_losse
     assert "ppl" not in written["ex"] and "tokens_per_s" not in written["ex"]
     with pytest.raises(ValueError, match="unit must be one of"):
         MetricsLog(tmp_path / "x.jsonl", unit="words")
+
+
+def test_save_every_adds_unvalidated_checkpoints_that_average_and_resume(tmp_path):
+    """``train.save_every``: checkpoints between validations, without validating; the end-of-run
+    average takes the last N of the finer grid, and a run resumes exactly from one of them."""
+    raw = tiny_config(tmp_path, eval_every=10, save_every=3, keep_last=20, average_last=4)
+    full = train(config_from_dict(raw), tmp_path / "full")
+    records = read_metrics(tmp_path / "full" / "metrics.jsonl")
+    assert [r["step"] for r in records if r["kind"] == "eval"] == [10, 20, 30]
+    assert full["averaged"]["steps"] == [21, 24, 27, 30]
+    kept = RunDir(tmp_path / "full").steps()
+    assert {3, 6, 9, 10, 12, 15, 18, 20, 21, 24, 27, 30} <= set(kept)
+    meta = read_meta(RunDir(tmp_path / "full").step_dir(12))
+    assert meta["step"] == 12 and len(meta["history"]) == 1  # validated at 10 only
+
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "killer.py").write_text(KILLER)
+    args = [str(tmp_path / "cfg.yaml"), str(tmp_path / "cut"), "14"]
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "killer.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -9, proc.stderr
+    assert RunDir(tmp_path / "cut").pointer("latest") == 12  # an unvalidated checkpoint
+    train(None, tmp_path / "cut", resume=True)
+    assert losses(tmp_path / "cut") == losses(tmp_path / "full")

@@ -213,6 +213,11 @@ class TrainConfig(Strict):
     eval_every: Positive | None = Field(
         None, description="steps between validations; None = each epoch"
     )
+    save_every: Positive | None = Field(
+        None,
+        description="steps between checkpoints written without validation (finer checkpoints "
+        "for train.average_last); None = at validations only",
+    )
     keep_last: Positive = 2
     early_stopping_patience: NonNegative = Field(
         0, description="evaluations without improvement; 0 = off"

@@ -42,6 +42,7 @@ RESUMABLE = (
     "train.lr",
     "train.log_every",
     "train.eval_every",
+    "train.save_every",
     "train.keep_last",
     "train.early_stopping_patience",
     "train.average_last",

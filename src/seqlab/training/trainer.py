@@ -18,7 +18,8 @@ accumulation W·A. A non-finite loss or gradient norm stops training before the 
 ``train.eval_every`` steps, or at the end of each epoch: rank 0 evaluates in the evaluation
 precision (the same as ``seqlab evaluate``), one :class:`~seqlab.objective.Selection` rule
 decides whether the result is the best so far, and every process writes its part of the
-checkpoint.
+checkpoint. ``train.save_every`` adds checkpoints without validation in between, a finer grid
+for averaging the last N (fairseq averages per-epoch checkpoints).
 
 **Exact resume.** A checkpoint stores the weights, the optimizer and schedule, every process's RNG
 and carried state, and the position in the epoch. Minibatches are a pure function of
@@ -233,9 +234,13 @@ class Trainer:
             self.stop_reason = self.budget_reason()
             due = self.cfg.eval_every is not None and self.pos.step % self.cfg.eval_every == 0
             at_eval = end_of_epoch and self.cfg.eval_every is None
-            if self.stop_reason or due or at_eval:
+            save = self.cfg.save_every is not None and self.pos.step % self.cfg.save_every == 0
+            if self.stop_reason or due or at_eval or save:
                 paused = time.monotonic()
-                self.validate_and_checkpoint()
+                if self.stop_reason or due or at_eval:
+                    self.validate_and_checkpoint()
+                else:
+                    self.save_checkpoint(is_best=False)  # no validation: for average_last
                 window.started += time.monotonic() - paused  # tokens/s counts training only
             if dist.broadcast_flag(self._ctrl_c):
                 if window.tokens:
