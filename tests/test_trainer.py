@@ -355,3 +355,54 @@ def test_save_every_adds_unvalidated_checkpoints_that_average_and_resume(tmp_pat
     assert RunDir(tmp_path / "cut").pointer("latest") == 12  # an unvalidated checkpoint
     train(None, tmp_path / "cut", resume=True)
     assert losses(tmp_path / "cut") == losses(tmp_path / "full")
+
+
+@pytest.mark.parametrize("final_prefers", ["average", "best"])
+def test_final_evaluate_alone_chooses_between_the_average_and_the_best(tmp_path, final_prefers):
+    """With ``final_evaluate`` (a translation run's beam search), the average of the last
+    checkpoints is kept exactly when it beats the best checkpoint there; ``evaluate`` (greedy),
+    which here ranks the average last, is only recorded."""
+    model = torch.nn.Linear(3, 1)
+    cfg = config_from_dict(
+        {"train": {"eval_every": 5, "max_steps": 20, "log_every": 5, "keep_last": 4}}
+    ).train
+    run = RunDir(tmp_path)
+
+    def average_of_last(n):
+        states = [load_safetensors(run.step_dir(s) / "model.safetensors") for s in run.steps()]
+        return {k: sum(s[k] for s in states[-n:]) / n for k in states[0]}
+
+    seen = []
+
+    def final_evaluate(m):
+        avg = average_of_last(4)
+        same = all(torch.allclose(p, avg[k]) for k, p in m.state_dict().items())
+        seen.append("average" if same else "best")
+        return {"val_loss": 0.0 if seen[-1] == final_prefers else 1.0}
+
+    calls = iter(range(100))  # greedy val_loss rises: step 5 is the best, the average worst
+    trainer = Trainer(
+        model,
+        lambda m, x, state: LossOutput(m(x).pow(2).mean(), x.shape[0]),
+        ToyData(),
+        cfg,
+        tmp_path,
+        evaluate=lambda m: {"val_loss": float(next(calls))},
+        final_evaluate=final_evaluate,
+    )
+    trainer.fit()
+    best_weights = load_safetensors(run.checkpoint("best") / "model.safetensors")
+    avg = average_of_last(4)
+    result = trainer.average_last(4)
+
+    assert sorted(seen) == ["average", "best"]
+    assert result["steps"] == [5, 10, 15, 20] and result["val_loss"] == 4.0  # greedy, recorded
+    assert result["final"]["average"]["val_loss"] == (0.0 if final_prefers == "average" else 1.0)
+    assert result["is_best"] == (final_prefers == "average")
+    for k, p in model.state_dict().items():  # the model holds the average either way
+        assert torch.allclose(p, avg[k])
+    kept = load_safetensors(run.checkpoint("best") / "model.safetensors")
+    if final_prefers == "average":
+        assert run.pointer("best") == 21 and all(torch.allclose(kept[k], avg[k]) for k in avg)
+    else:
+        assert run.pointer("best") == 5 and all(torch.equal(kept[k], best_weights[k]) for k in kept)

@@ -73,6 +73,8 @@ def test_training_selects_on_bleu_and_averages(dates_run):
     evals = [r for r in records if r["kind"] == "eval"]
     assert {"val_loss", "val_bleu", "val_chrf", "val_exact"} <= set(evals[0])
     assert "val_bleu_paper" not in evals[0]  # dates: see the paper-style test below
+    average = [r for r in records if r["kind"] == "average"]  # the decision, kept with the run
+    assert average == [{"kind": "average", **summary["averaged"]}]
     assert (run / "curves.png").is_file() and (run / "src_vocab.json").is_file()
 
 
@@ -182,3 +184,27 @@ def test_inference_is_fp32_unless_asked(dates_run):
     assert load(run, precision="bf16").precision.dtype == torch.bfloat16
     with pytest.raises(SeqlabError, match="precision must be fp32 or bf16, got 'fp16'"):
         load(run, precision="fp16")
+
+
+def test_the_end_of_training_choice_decodes_as_the_run_will(dates_run):
+    """A beam run's ``final_evaluate`` (average or best, at the end of training) scores
+    validation exactly as ``evaluate`` with that beam does; its ``evaluate`` stays greedy. A
+    greedy run needs none."""
+    from seqlab.tasks.translation import build_experiment
+
+    run, _ = dates_run
+    m = load(run)
+    assert build_experiment(m.cfg, run).final_evaluate is None
+    decode = m.cfg.decode.model_copy(update={"strategy": "beam", "beam_size": 3})
+    exp = build_experiment(m.cfg.model_copy(update={"decode": decode}), run)
+    exp.model.load_state_dict(m.model.state_dict())
+    exp.model.eval()
+    with torch.no_grad():
+        final, greedy = exp.final_evaluate(exp.model), exp.evaluate(exp.model)
+    beam3, greedy_report = m.evaluate("val", beam=3), m.evaluate("val")
+    assert (final["val_bleu"], final["val_chrf"]) == (beam3.scores["bleu"], beam3.scores["chrf"])
+    assert (greedy["val_bleu"], greedy["val_chrf"]) == (
+        greedy_report.scores["bleu"],
+        greedy_report.scores["chrf"],
+    )
+    assert final["val_chrf"] != greedy["val_chrf"]  # the two decoders differ on this model

@@ -222,7 +222,11 @@ class TrainConfig(Strict):
     early_stopping_patience: NonNegative = Field(
         0, description="evaluations without improvement; 0 = off"
     )
-    average_last: NonNegative = Field(0, description="average the last N checkpoints at the end")
+    average_last: NonNegative = Field(
+        0,
+        description="average the last N checkpoints at the end; kept if it beats the best on "
+        "validation (for translation with a beam decode section, by that beam search)",
+    )
 
     @model_validator(mode="after")
     def _warmup(self) -> TrainConfig:

@@ -29,7 +29,7 @@ from seqlab.rundir import RunDir, RunLock
 from seqlab.tasks import artefacts, build_experiment
 from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
-from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar
+from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar, append_record
 from seqlab.training.trainer import Callback, Trainer, resolve_device
 
 #: overrides allowed with ``--resume``: budgets, bookkeeping, the learning rate (applied from the
@@ -189,6 +189,7 @@ def _train(
         run_dir,
         evaluate=exp.evaluate,
         select=exp.select,
+        final_evaluate=exp.final_evaluate,
         callbacks=[
             ProgressBar(unit=exp.unit, perplexity=exp.perplexity),
             MetricsLog(metrics, unit=exp.unit, perplexity=exp.perplexity),
@@ -215,6 +216,8 @@ def _train(
         summary = trainer.fit()
         if cfg.train.average_last > 1:
             summary["averaged"] = trainer.average_last(cfg.train.average_last)
+            if dist.is_main():
+                append_record(metrics, "average", summary["averaged"])
         # leave together: a gloo process whose peer tears the group down while it still
         # finishes rank-0 work can abort at exit ("terminate called without an active exception")
         dist.barrier()

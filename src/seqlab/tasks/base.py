@@ -64,6 +64,9 @@ class Experiment:
     save_artefacts: Callable[[Path], None]
     predictor: Predictor
     meta: dict[str, Any] = field(default_factory=dict)  # stored in every checkpoint (sizes)
+    # validation as the model will be used (beam search where ``evaluate`` decodes greedily):
+    # the end-of-training choice between the average and the best checkpoint; None: evaluate
+    final_evaluate: Callable[[nn.Module], dict[str, float]] | None = None
     unit: str = "tok"  # what LossOutput.num_tokens counts, for progress lines
     perplexity: bool = True  # the loss is a per-token cross-entropy: show exp(loss)
 

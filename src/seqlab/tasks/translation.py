@@ -832,23 +832,22 @@ def _sizes(vocabs: TranslationVocabs) -> dict[str, int]:
     return {"src_vocab_size": len(vocabs.src_vocab), "tgt_vocab_size": len(vocabs.tgt_vocab)}
 
 
-def validation(cfg: ExperimentConfig, vocabs: TranslationVocabs, val: Pairs):
-    """``evaluate(model)``: teacher-forced loss, then greedy decoding of ``val`` → BLEU
-    (sacreBLEU's and the paper-style one), chrF, exact match."""
+def validation(cfg: ExperimentConfig, vocabs: TranslationVocabs, val: Pairs, final: bool = False):
+    """``evaluate(model)``: teacher-forced loss, then decoding of ``val`` → BLEU (sacreBLEU's and
+    the paper-style one), chrF, exact match. Greedy during training; ``final``: as the run's
+    ``decode`` section says (beam search), for the choice between the average of the last
+    checkpoints and the best one."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # truncation was reported when the data was built
         data = encode_pairs(val, vocabs, cfg.data.max_len)
     batches = TranslationBatches(data, cfg.data.batch_tokens, bucket=True, shuffle=False)
-    greedy = cfg.model_copy(
-        update={
-            "decode": DecodeConfig(
-                strategy="greedy",
-                max_len_a=cfg.decode.max_len_a,
-                max_len_b=cfg.decode.max_len_b,
-                precision=cfg.decode.precision,
-            )
-        }
+    greedy = DecodeConfig(
+        strategy="greedy",
+        max_len_a=cfg.decode.max_len_a,
+        max_len_b=cfg.decode.max_len_b,
+        precision=cfg.decode.precision,
     )
+    decoding = cfg if final else cfg.model_copy(update={"decode": greedy})
 
     def evaluate(model: nn.Module) -> dict[str, float]:
         device = next(model.parameters()).device
@@ -856,7 +855,7 @@ def validation(cfg: ExperimentConfig, vocabs: TranslationVocabs, val: Pairs):
         for batch in batches:
             loss, n = model.loss(batch.to(device))
             total, count = total + loss.item() * n, count + n
-        translator = Translator(model, greedy, vocabs)
+        translator = Translator(model, decoding, vocabs)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             scores = translator.score([s for s, _ in val], [t for _, t in val])
@@ -900,6 +899,11 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         save_artefacts=lambda directory: save_vocabs(vocabs, directory),
         predictor=Translator(model, cfg, vocabs),
         meta=_sizes(vocabs),
+        final_evaluate=(
+            validation(cfg, vocabs, splits["val"], final=True)
+            if cfg.decode.strategy == "beam" and cfg.decode.beam_size > 1
+            else None
+        ),
     )
 
 

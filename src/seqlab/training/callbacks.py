@@ -120,7 +120,7 @@ class MetricsLog(Callback):
         kept = []
         if self.path.exists() and trainer.pos.step:
             kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= trainer.pos.step]
-            kept = [r for r in kept if r.get("kind") != "end"]
+            kept = [r for r in kept if r.get("kind") not in ("end", "average")]
         atomic_write_text(self.path, "".join(_dumps(r) + "\n" for r in kept))
         self.fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed at train end
 
@@ -155,6 +155,12 @@ def _finite(value: Any) -> Any:
 
 def _dumps(record: dict[str, Any]) -> str:
     return json.dumps(_finite(record), allow_nan=False)
+
+
+def append_record(path: Path, kind: str, record: dict[str, Any]) -> None:
+    """Append one record to a ``metrics.jsonl`` after training (the checkpoint average)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(_dumps({"kind": kind, **record}) + "\n")
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

@@ -125,6 +125,9 @@ class Trainer:
         evaluate: ``model -> {"val_loss": ..., ...}``, called on rank 0 in eval mode under
             ``no_grad`` and the evaluation precision.
         select: the metric choosing the best checkpoint, early stopping and the plateau rule.
+        final_evaluate: like ``evaluate``, as the model will be used (a translation run's beam
+            search where ``evaluate`` decodes greedily): it alone decides between the average
+            of the last checkpoints and the best one at the end. None: ``evaluate`` decides.
         callbacks: logging, plotting, progress (rank 0 only).
         extra_meta: JSON-able facts stored in every checkpoint (e.g. the vocabulary size).
         eval_precision: ``fp32`` or ``bf16`` for ``evaluate``.
@@ -141,6 +144,7 @@ class Trainer:
         run_dir: str | Path,
         evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
         select: Selection = Selection(),
+        final_evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
         callbacks: Sequence[Callback] = (),
         extra_meta: dict[str, Any] | None = None,
         eval_precision: str = "fp32",
@@ -156,6 +160,7 @@ class Trainer:
         if self.world > 1:
             self.loss_module = torch.nn.parallel.DistributedDataParallel(self.loss_module)
         self.evaluate_fn, self.select = evaluate, select
+        self.final_evaluate_fn = final_evaluate
         self.callbacks = list(callbacks) if dist.is_main() else []
         self.extra_meta = extra_meta or {}
         self.precision: Resolved = dist.same_on_all_ranks(
@@ -410,12 +415,14 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ validate, checkpoint
-    def evaluate(self) -> dict[str, float]:
-        """``evaluate(model)`` on rank 0, in eval mode and the evaluation precision."""
-        assert self.evaluate_fn is not None
+    def evaluate(self, fn: Callable[[nn.Module], dict[str, float]] | None = None) -> dict:
+        """``fn(model)`` (default ``evaluate``) on rank 0, in eval mode and the evaluation
+        precision."""
+        fn = fn or self.evaluate_fn
+        assert fn is not None
         self.model.eval()
         with torch.no_grad(), autocast(self.eval_precision, self.device):
-            metrics = self.evaluate_fn(self.model)
+            metrics = fn(self.model)
         self.model.train()
         return metrics
 
@@ -458,19 +465,36 @@ class Trainer:
 
     def average_last(self, n: int) -> dict[str, Any]:
         """Average the last ``n`` kept checkpoints (Vaswani et al. 2017, §6.1); keep the result
-        as a new checkpoint, the best one, if it evaluates better than the best so far."""
+        as a new checkpoint, the best one, if it evaluates better than the best so far.
+
+        With ``final_evaluate``, the average and the best checkpoint are both evaluated by it
+        and it alone decides (``"final"`` in the result holds both); ``evaluate`` still records
+        the average's metrics on the scale of the training history.
+        """
         steps = self.rundir.steps()[-n:]
         if len(steps) < 2:
             return {"skipped": f"only {len(steps)} checkpoint(s) kept; raise train.keep_last"}
         state = ckpt.average_checkpoints([self.rundir.step_dir(s) for s in steps])
-        self.model.load_state_dict(state)
         metrics: dict[str, Any] = {}
         better = False
         if dist.is_main() and self.evaluate_fn is not None:
+            final: dict[str, Any] = {}
+            if self.final_evaluate_fn is not None:
+                load_model_weights(self.model, self.rundir.checkpoint("best"))
+                final["best"] = self.evaluate(self.final_evaluate_fn)
+            self.model.load_state_dict(state)
             metrics = self.evaluate()
-            better = self.select.better(metrics.get(self.select.metric), self.pos.best)
+            if final:
+                final["average"] = self.evaluate(self.final_evaluate_fn)
+                metric = self.select.metric
+                better = self.select.better(final["average"].get(metric), final["best"].get(metric))
+                metrics["final"] = final
+            else:
+                better = self.select.better(metrics.get(self.select.metric), self.pos.best)
+        self.model.load_state_dict(state)  # every rank holds the average (rank 0 looked at best)
         better = dist.broadcast_flag(better)
         if better:
+            # the recorded best is the kept checkpoint's value on the history's scale
             self.pos.best = float(metrics[self.select.metric]) if metrics else self.pos.best
             self.pos.step += 1  # a new checkpoint name after the last real step
             self.save_checkpoint(is_best=True)
