@@ -251,6 +251,9 @@ def test_beam_and_nbest_rules(runs, tmp_path, capsys):
     fails(capsys, base + ["--nbest", "3"], "decoding is greedy search", "--beam 5 --nbest 3")
     assert main([str(a) for a in base + ["--beam", "3", "--nbest", "3"]]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 6
+    fails(capsys, base + ["--length-penalty", "0.6"], "decoding is greedy search", "--beam 5")
+    fails(capsys, base + ["--beam", "3", "--length-penalty", "11"], "from 0 to 10", "got 11.0")
+    assert main([str(a) for a in base + ["--beam", "3", "--length-penalty", "0"]]) == 0
 
 
 def test_a_huge_line_draws_a_bounded_heatmap(runs, tmp_path, capsys):
@@ -421,15 +424,15 @@ def test_shipped_configs_are_package_data():
 # ------------------------------------------------------------------ every subcommand, bad values
 BAD = ["-1", "0", "abc", "nan", "1e999", ""]
 OPTIONS = {
-    ("translate", "--checkpoint", "RUN"): ["--beam", "--nbest"],
-    ("evaluate", "--checkpoint", "RUN"): ["--beam"],
+    ("translate", "--checkpoint", "RUN"): ["--beam", "--nbest", "--length-penalty"],
+    ("evaluate", "--checkpoint", "RUN"): ["--beam", "--length-penalty"],
     ("generate", "--checkpoint", "LM"): ["--tokens", "--temperature", "--top-k"],
     ("data", "stats", "multi30k"): ["--batch-tokens"],
     ("diagnose", "gradients"): ["--seq-len", "--hidden-size", "--cells"],
     ("bench", "layers"): ["--width", "--heads", "--batch", "--repeats", "--lengths"],
     ("demo", "dates"): ["--threads"],
 }
-ZERO_OK = {"--tokens", "--temperature", "--top-k", "--threads"}
+ZERO_OK = {"--tokens", "--temperature", "--top-k", "--threads", "--length-penalty"}
 
 
 @pytest.mark.parametrize("command", list(OPTIONS), ids=lambda c: " ".join(c[:2]))

@@ -113,6 +113,21 @@ def test_greedy_and_beam_outputs_match(exported, precision):
     )
 
 
+def test_the_length_penalty_option_reaches_ctranslate2(exported):
+    """``length_penalty`` given to the run's translator ranks CTranslate2's beams as seqlab's:
+    the same best outputs, each scored log_prob / (tokens + <eos>)^α."""
+    m, _, _, src, _ = exported
+    sources = [s for s, _ in load_pairs(m.cfg)["val"]]
+    for alpha in (0.0, 2.0):
+        ours = m.hypotheses(sources, beam=4, length_penalty=alpha)
+        theirs = m.hypotheses(sources, beam=4, length_penalty=alpha, engine="ctranslate2")
+        best = [h[0].tokens for h in ours]
+        assert_same_outputs(m.model, src, best, [h[0].tokens for h in theirs], "fp32", alpha)
+        for (a,), (b,) in zip(ours, theirs, strict=True):
+            assert b.score == pytest.approx(a.score, abs=1e-4)
+            assert a.score == pytest.approx(a.log_prob / (len(a.tokens) + 1) ** alpha)
+
+
 class _Counting:
     """The engine's CTranslate2 translator, counting ``translate_batch`` calls."""
 

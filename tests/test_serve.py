@@ -122,6 +122,11 @@ def test_translate_gives_the_predictors_translations_and_nbest(api, models):
     assert [h["text"] for h in t["hypotheses"]] == [mt.detokenize(h.tokens) for h in hyps]
     assert [h["score"] for h in t["hypotheses"]] == pytest.approx([h.score for h in hyps])
     assert t["text"] == t["hypotheses"][0]["text"] and t["detail"] is None
+    body = {"model": "mt", "text": DATES[0], "beam": 3, "nbest": 3, "length_penalty": 0.0}
+    (t,) = api.post("/translate", json=body).json()["translations"]
+    (hyps,) = mt.hypotheses([DATES[0]], beam=3, nbest=3, length_penalty=0.0)
+    assert [h["text"] for h in t["hypotheses"]] == [mt.detokenize(h.tokens) for h in hyps]
+    assert [h["score"] for h in t["hypotheses"]] == pytest.approx([h.log_prob for h in hyps])
 
 
 def _rows_sum_to_one(layers):
@@ -331,6 +336,8 @@ def test_bad_requests_are_json_errors_naming_the_problem(api):
         ("/translate", {"model": "mt", "text": "x", "beam": "wide"}, 422, "beam: Input should"),
         ("/translate", {"model": "mt", "text": "x", "beam": 0}, 422, "beam: Input should be"),
         ("/translate", {"model": "mt", "text": "x", "beam": 2, "nbest": 3}, 422, "nbest 3 needs"),
+        ("/translate", {"model": "mt", "text": "x", "length_penalty": 1}, 422, "is greedy search"),
+        ("/translate", {"model": "mt", "text": "x", "length_penalty": -1}, 422, "length_penalty"),
         ("/translate", {"model": "mt", "text": "x", "path": "/etc"}, 422, "path: Extra inputs"),
         ("/classify", {"model": "cls"}, 422, "give text"),
         ("/generate", {"model": "lm", "tokens": -1}, 422, "tokens: Input should be"),

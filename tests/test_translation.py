@@ -208,3 +208,32 @@ def test_the_end_of_training_choice_decodes_as_the_run_will(dates_run):
         greedy_report.scores["chrf"],
     )
     assert final["val_chrf"] != greedy["val_chrf"]  # the two decoders differ on this model
+
+
+def test_length_penalty_option_ranks_beams_as_the_config_would(dates_run):
+    """``length_penalty=α`` decodes as a run whose ``decode.length_penalty`` is α: every beam
+    hypothesis scores log_prob / (tokens + <eos>)^α; evaluate reports the α it used."""
+    from seqlab.tasks.translation import Translator
+
+    run, _ = dates_run
+    m = load(run)
+    sources = [s for s, _ in load_pairs(m.cfg)["val"]]
+    for alpha in (0.0, 0.5, 2.0):
+        found = m.hypotheses(sources, beam=4, nbest=3, length_penalty=alpha)
+        for hyps in found:
+            for h in hyps:
+                assert h.score == pytest.approx(h.log_prob / (len(h.tokens) + 1) ** alpha)
+            assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        decode = m.cfg.decode.model_copy(update={"length_penalty": alpha})
+        configured = Translator(m.model, m.cfg.model_copy(update={"decode": decode}), m.vocabs)
+        assert [[h.tokens for h in hyps] for hyps in found] == [
+            [h.tokens for h in hyps] for hyps in configured.hypotheses(sources, beam=4, nbest=3)
+        ]
+    report = m.evaluate("val", beam=4, length_penalty=0.5)
+    assert report.scores["length_penalty"] == 0.5 and "length penalty 0.5)" in report.format()
+    assert "length_penalty" not in m.evaluate("val").scores  # greedy: no ranking to penalise
+    with pytest.raises(SeqlabError, match="decoding is greedy search"):
+        m.translate(sources, length_penalty=1.0)
+    for bad in (-0.1, float("nan"), True, "1"):
+        with pytest.raises(SeqlabError, match="length penalty must be a number from 0 to 10"):
+            m.translate(sources, beam=3, length_penalty=bad)

@@ -137,6 +137,7 @@ class TranslateWork:
     texts: list[str]
     beam: int | None
     nbest: int | None
+    length_penalty: float | None
     attention: bool
 
 
@@ -228,25 +229,28 @@ class TranslationHandler(Handler):
         if request.nbest is not None:
             check(request.nbest, self.limits, "max_nbest", "nbest")
         # the task's own reading of the options (nbest > beam: 422)
-        self.predictor.check("translate", {"beam": request.beam, "nbest": request.nbest})
+        options = {"beam": request.beam, "nbest": request.nbest}
+        self.predictor.check("translate", {**options, "length_penalty": request.length_penalty})
         if request.attention and not self.predictor.attention_kinds:
             raise InputError(
                 f"model {self.name!r} (model.arch={self.cfg.model.arch}) has no attention over "
                 "the source: it encodes the source into one vector"
             )
-        work = TranslateWork(texts, request.beam, request.nbest, request.attention)
+        work = TranslateWork(
+            texts, request.beam, request.nbest, request.length_penalty, request.attention
+        )
         return work, len(texts)
 
     def run(self, jobs: Sequence[Job]) -> list[Any]:
         groups: dict[tuple[Any, ...], list[int]] = {}
         for i, job in enumerate(jobs):
             w: TranslateWork = job.payload
-            groups.setdefault((w.beam, w.nbest, w.attention), []).append(i)
+            groups.setdefault((w.beam, w.nbest, w.length_penalty, w.attention), []).append(i)
         results: list[Any] = [None] * len(jobs)
-        for (beam, nbest, attention), members in groups.items():
+        for (beam, nbest, length_penalty, attention), members in groups.items():
             try:
                 answers = self._translate(
-                    [jobs[i].payload for i in members], beam, nbest, attention
+                    [jobs[i].payload for i in members], beam, nbest, length_penalty, attention
                 )
             except Exception as exc:  # noqa: BLE001 - these jobs fail, the others go on
                 answers = [exc] * len(members)
@@ -255,7 +259,12 @@ class TranslationHandler(Handler):
         return results
 
     def _translate(
-        self, works: list[TranslateWork], beam: int | None, nbest: int | None, attention: bool
+        self,
+        works: list[TranslateWork],
+        beam: int | None,
+        nbest: int | None,
+        length_penalty: float | None,
+        attention: bool,
     ) -> list[schemas.TranslateResponse]:
         p = self.predictor
         texts = [t for w in works for t in w.texts]
@@ -264,6 +273,7 @@ class TranslationHandler(Handler):
             texts,
             beam=beam,
             nbest=nbest,
+            length_penalty=length_penalty,
             batch_size=self.limits.max_batch,
             engine=backend,
             quantize=self.quantize if backend == "ctranslate2" else None,

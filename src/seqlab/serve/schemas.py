@@ -81,6 +81,13 @@ class TranslateRequest(_Request):
         None, description="beam size; 1 = greedy (default: the run's decode section)"
     )
     nbest: PositiveInt | None = Field(None, description="hypotheses per text (needs beam >= nbest)")
+    length_penalty: float | None = Field(
+        None,
+        ge=0.0,
+        le=10.0,
+        description="beam search ranks by log_prob / length^length_penalty (needs beam > 1; "
+        "default: the run's decode section)",
+    )
     attention: bool = Field(
         False,
         description="also return, for the best output, its tokens with their log-probabilities "

@@ -8,10 +8,12 @@ signature (:mod:`seqlab.tasks.paper_bleu`); it is not comparable with cased deto
 ``bleu_lc`` (sacreBLEU of the same detokenised text, lowercased) stays in the JSON for older
 readers; it is neither the headline nor the papers' scale.
 
-**Decoding options** (:func:`decode_options`): the run's ``decode`` section, changed by ``beam``
-and ``nbest``. ``beam=1`` is greedy search, ``beam=K > 1`` beam search of width K; ``nbest``
-hypotheses per sentence need a beam at least that wide (greedy has one). Anything else is
-refused, never silently adjusted.
+**Decoding options** (:func:`decode_options`): the run's ``decode`` section, changed by ``beam``,
+``nbest`` and ``length_penalty``. ``beam=1`` is greedy search, ``beam=K > 1`` beam search of width
+K; ``nbest`` hypotheses per sentence need a beam at least that wide (greedy has one); the length
+penalty α ranks beam hypotheses by ``log_prob / length^α`` (Wu et al. 2016 use a smoothed
+variant; fairseq's ``--lenpen`` is this one), so it needs a beam. Anything else is refused, never
+silently adjusted.
 
 A run directory holds ``src_vocab.json``, ``tgt_vocab.json``, ``src_tokenizer.json`` and
 ``tgt_tokenizer.json`` (with ``*.spm.model`` for subwords) besides the config and checkpoints;
@@ -114,10 +116,18 @@ def translation_loss(
     return LossOutput(loss, num_tokens, None)
 
 
+#: the largest length penalty accepted (``decode.length_penalty``'s bound)
+MAX_LENGTH_PENALTY = 10.0
+
+
 def decode_options(
-    decode: DecodeConfig, beam: int | None = None, nbest: int | None = None
+    decode: DecodeConfig,
+    beam: int | None = None,
+    nbest: int | None = None,
+    length_penalty: float | None = None,
 ) -> DecodeConfig:
-    """The run's decoding changed by ``beam`` and ``nbest`` (see the module docstring)."""
+    """The run's decoding changed by ``beam``, ``nbest`` and ``length_penalty`` (see the module
+    docstring)."""
     for name, value in (("beam size", beam), ("nbest", nbest)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise SeqlabError(f"{name} must be a whole number, got {value!r}")
@@ -125,11 +135,27 @@ def decode_options(
         raise SeqlabError(f"beam size must be >= 1 (1 = greedy), got {beam}")
     if nbest is not None and nbest < 1:
         raise SeqlabError(f"nbest must be >= 1, got {nbest}")
+    if length_penalty is not None and (
+        isinstance(length_penalty, bool)
+        or not isinstance(length_penalty, int | float)
+        or not 0.0 <= length_penalty <= MAX_LENGTH_PENALTY
+    ):
+        raise SeqlabError(
+            f"length penalty must be a number from 0 to {MAX_LENGTH_PENALTY:g} (0 = raw "
+            f"log-probability, 1 = per-token average), got {length_penalty!r}"
+        )
     d = decode.model_copy()
     if beam is not None:
         d.strategy = "greedy" if beam == 1 else "beam"
         d.beam_size = beam if beam > 1 else d.beam_size
     width = d.beam_size if d.strategy == "beam" else 1
+    if length_penalty is not None:
+        if width == 1:
+            raise SeqlabError(
+                f"a length penalty ranks the hypotheses of a beam search, but decoding is greedy "
+                f"search; ask for a beam too (e.g. --beam 5 --length-penalty {length_penalty:g})"
+            )
+        d.length_penalty = float(length_penalty)
     want = nbest if nbest is not None else min(d.nbest, width)
     if want > width:
         now = f"beam {width}" if width > 1 else "greedy search"
@@ -271,7 +297,8 @@ class TranslationReport(Report):
             [
                 f"{self.where}: BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  "
                 f"(exact match {s['exact_match']:.1%}; {s['sentences']} sentences, "
-                f"beam {s['beam_size']})",
+                f"beam {s['beam_size']}"
+                + (f", length penalty {s['length_penalty']:g})" if "length_penalty" in s else ")"),
                 f"  {s['bleu_signature']}",
                 f"  {s['chrf_signature']}",
             ]
@@ -360,6 +387,14 @@ class Translator(Predictor):
             type="positive_int",
         ),
         Option(
+            "--length-penalty",
+            "beam search ranks by log_prob / length^ALPHA: 0 = raw log-probability, 1 = "
+            "per-token average (default: the run's decode section)",
+            ("translate", "evaluate"),
+            type="non_negative_float",
+            metavar="ALPHA",
+        ),
+        Option(
             "--output",
             "also write the hypotheses here (a new or regular file, replaced "
             "atomically; a symbolic link or device is refused)",
@@ -424,7 +459,12 @@ class Translator(Predictor):
     def check(self, command: str, options: Mapping[str, Any]) -> None:
         """The decoding options (:func:`decode_options`), the engine (:func:`check_engine`) and
         attention heatmaps, which need a model that attends to the source."""
-        decode_options(self.cfg.decode, options.get("beam"), options.get("nbest"))
+        decode_options(
+            self.cfg.decode,
+            options.get("beam"),
+            options.get("nbest"),
+            options.get("length_penalty"),
+        )
         heatmaps = bool(options.get("attention_png"))
         check_engine(
             options.get("engine") or "pytorch",
@@ -491,6 +531,7 @@ class Translator(Predictor):
         *,
         beam: int | None = None,
         nbest: int | None = None,
+        length_penalty: float | None = None,
         need_weights: bool = False,
         batch_size: int = 128,
         engine: str = "pytorch",
@@ -513,12 +554,13 @@ class Translator(Predictor):
                 sentences,
                 beam=beam,
                 nbest=nbest,
+                length_penalty=length_penalty,
                 need_weights=need_weights,
                 batch_size=batch_size,
                 engine=engine,
                 quantize=quantize,
             )[0]
-        decode = decode_options(self.cfg.decode, beam, nbest)
+        decode = decode_options(self.cfg.decode, beam, nbest, length_penalty)
         check_engine(engine, quantize, self.cfg.model.arch, need_weights)
         src_ids = [self.source_ids(s) if s.strip() else [] for s in sentences]
         cut = sum(self.is_cut(s) for s in sentences)
@@ -648,15 +690,22 @@ class Translator(Predictor):
         sentences: Sequence[str] | str,
         *,
         beam: int | None = None,
+        length_penalty: float | None = None,
         batch_size: int = 128,
         engine: str = "pytorch",
         quantize: str | None = None,
     ) -> Any:
-        """The best translation of each sentence (``beam``: None = the run's ``decode``): a list
-        for a list of sentences, a string for one sentence (a string)."""
+        """The best translation of each sentence (``beam``, ``length_penalty``: None = the run's
+        ``decode``): a list for a list of sentences, a string for one sentence (a string)."""
         sentences, single = as_sentences(sentences)
         found = self.hypotheses(
-            sentences, beam=beam, nbest=1, batch_size=batch_size, engine=engine, quantize=quantize
+            sentences,
+            beam=beam,
+            nbest=1,
+            length_penalty=length_penalty,
+            batch_size=batch_size,
+            engine=engine,
+            quantize=quantize,
         )
         outputs = [self.detokenize(h[0].tokens) for h in found]
         return outputs[0] if single else outputs
@@ -667,6 +716,7 @@ class Translator(Predictor):
         references: Sequence[str],
         *,
         beam: int | None = None,
+        length_penalty: float | None = None,
         engine: str = "pytorch",
         quantize: str | None = None,
     ) -> dict[str, Any]:
@@ -685,7 +735,9 @@ class Translator(Predictor):
                 f"{len(sources)} source sentences but {len(references)} references; they must "
                 "pair up line by line"
             )
-        outputs = self.translate(sources, beam=beam, engine=engine, quantize=quantize)
+        outputs = self.translate(
+            sources, beam=beam, length_penalty=length_penalty, engine=engine, quantize=quantize
+        )
         scores = score_translations(outputs, references, paper_lang(self.cfg))
         return {**scores, "translations": outputs}
 
@@ -695,6 +747,7 @@ class Translator(Predictor):
         *,
         beam: int | None = None,
         nbest: int | None = None,
+        length_penalty: float | None = None,
         engine: str = "pytorch",
         quantize: str | None = None,
         attention_png: str | Path | None = None,
@@ -705,7 +758,13 @@ class Translator(Predictor):
         in that directory, ``attention-NNNN.png`` after its input line (``numbers``, default 1,
         2, …)."""
         sentences, _ = as_sentences(inputs)
-        options = {"beam": beam, "nbest": nbest, "engine": engine, "quantize": quantize}
+        options = {
+            "beam": beam,
+            "nbest": nbest,
+            "length_penalty": length_penalty,
+            "engine": engine,
+            "quantize": quantize,
+        }
         self.check("translate", {**options, "attention_png": attention_png})
         numbers = list(numbers) if numbers is not None else list(range(1, len(sentences) + 1))
         found = self.hypotheses(sentences, need_weights=bool(attention_png), **options)
@@ -750,6 +809,7 @@ class Translator(Predictor):
         files: Mapping[str, str | Path] | None = None,
         *,
         beam: int | None = None,
+        length_penalty: float | None = None,
         engine: str = "pytorch",
         quantize: str | None = None,
         output: str | Path | None = None,
@@ -758,7 +818,8 @@ class Translator(Predictor):
         reads the data) or on ``files={"src": FILE, "ref": FILE}``; ``output``: also write the
         translations there (atomically)."""
         split, files = self._source(split, files, "val")
-        self.check("evaluate", {"beam": beam, "engine": engine, "quantize": quantize})
+        options = {"beam": beam, "length_penalty": length_penalty}
+        self.check("evaluate", {**options, "engine": engine, "quantize": quantize})
         if output:  # before any work: never a run's own file, nor one being read
             from seqlab.io import check_replaceable
             from seqlab.outputs import check_not_input, check_not_run_file
@@ -796,10 +857,12 @@ class Translator(Predictor):
                 )
             sources, references = [s for s, _ in splits[split]], [t for _, t in splits[split]]
             source = {"split": split}
-        scores = self.score(sources, references, beam=beam, engine=engine, quantize=quantize)
+        scores = self.score(sources, references, **options, engine=engine, quantize=quantize)
         outputs = scores.pop("translations")
-        decode = decode_options(self.cfg.decode, beam)
+        decode = decode_options(self.cfg.decode, beam, None, length_penalty)
         scores["beam_size"] = decode.beam_size if decode.strategy == "beam" else 1
+        if decode.strategy == "beam":
+            scores["length_penalty"] = decode.length_penalty
         report = TranslationReport(self.checkpoint, source, scores, outputs=outputs)
         report.check_finite()
         if output:
