@@ -9,12 +9,14 @@ also writes the screenshot there (the README's picture), and ``SEQLAB_SERVE_RUN=
 that run instead of the tiny one.
 """
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,14 @@ def _browser(profile: Path):
     ):
         options.add_argument(arg)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
 
 
 @pytest.fixture
@@ -164,6 +174,21 @@ def test_translate_and_explore_attention_in_chromium(server, tmp_path):
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
         if os.environ.get("SEQLAB_SERVE_SCREENSHOT"):
             shutil.copyfile(shot, os.environ["SEQLAB_SERVE_SCREENSHOT"])
+
+        # beam, n-best and length penalty typed in: the page lists what the API answers
+        for box, value in (("beam", "3"), ("nbest", "2"), ("length-penalty", "0")):
+            field = driver.find_element(By.ID, box)
+            field.clear()
+            field.send_keys(value)
+        driver.find_element(By.ID, "translate").click()
+        items = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".nbest li"))
+        body = {"model": "dates", "text": "saturday 9 may 1998", "beam": 3, "nbest": 2}
+        answer = _post(server + "/translate", {**body, "length_penalty": 0})
+        hyps = answer["translations"][0]["hypotheses"]
+        assert [i.find_element(By.CSS_SELECTOR, ".score").text for i in items] == [
+            f"score {h['score']:.3f}" for h in hyps
+        ]
+        assert [h["score"] for h in hyps] == [h["log_prob"] for h in hyps]  # α = 0: raw
         errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
         assert not errors, errors
     finally:

@@ -101,6 +101,7 @@ async function translate() {
   const body = { model: state.model.name, text, attention: state.model.attention.length > 0 };
   if ($("beam").value) body.beam = +$("beam").value;
   if ($("nbest").value) body.nbest = +$("nbest").value;
+  if ($("length-penalty").value) body.length_penalty = +$("length-penalty").value;
   if (!body.attention) delete body.attention;
   status("translating…");
   let data;
