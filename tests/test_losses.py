@@ -1,9 +1,10 @@
 """nn.losses: the padding-aware cross-entropy every sequence model trains with."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from seqlab.nn.losses import masked_cross_entropy
+from seqlab.nn.losses import CHUNK_ROWS, masked_cross_entropy
 
 
 def test_masked_cross_entropy_ignores_logits_after_length():
@@ -30,3 +31,55 @@ def test_label_smoothing_mixes_in_the_uniform_distribution():
     valid = torch.arange(4)[None, :] < lengths[:, None]
     uniform = -logp.mean(-1)[valid].mean()  # cross-entropy against the uniform distribution
     torch.testing.assert_close(smoothed, (1 - eps) * nll + eps * uniform)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_loss_and_gradient_equal_pytorchs_cross_entropy(smoothing, dtype):
+    """The fused loss (several pieces of CHUNK_ROWS rows) gives F.cross_entropy's value and
+    gradient on fp32 logits; on bf16 logits, those of F.cross_entropy on their fp32 copy with the
+    gradient rounded back to bf16. Padded positions get an exactly zero gradient."""
+    g = torch.Generator().manual_seed(0)
+    B, T, V = 5, CHUNK_ROWS + 7, 50
+    base = (3 * torch.randn(B, T, V, generator=g)).to(dtype)
+    targets = torch.randint(0, V, (B, T), generator=g)
+    lengths = torch.tensor([T, 1, T - 5, 0, 17])  # 2 CHUNK_ROWS + 27 real positions
+    ours_in = base.clone().requires_grad_()
+    loss, n = masked_cross_entropy(ours_in, targets, lengths, smoothing)
+    loss.backward()
+    theirs_in = base.clone().requires_grad_()
+    valid = torch.arange(T)[None, :] < lengths[:, None]
+    expected = F.cross_entropy(
+        theirs_in.flatten(0, 1).float(),
+        targets.masked_fill(~valid, -100).flatten(),
+        label_smoothing=smoothing,
+    )
+    expected.backward()
+    assert n == int(lengths.sum()) > 2 * CHUNK_ROWS
+    torch.testing.assert_close(loss, expected, atol=1e-6, rtol=1e-6)
+    tol = {"atol": 1e-8, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-8, "rtol": 1e-2}
+    torch.testing.assert_close(ours_in.grad.float(), theirs_in.grad.float(), **tol)
+    assert ours_in.grad.dtype == dtype and not ours_in.grad[~valid].any()
+    with torch.no_grad():
+        torch.testing.assert_close(masked_cross_entropy(base, targets, lengths, smoothing)[0], loss)
+
+
+def test_fused_loss_scales_its_gradient_by_the_upstream_one():
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    targets, lengths = torch.randint(0, 5, (2, 3)), torch.tensor([3, 2])
+    (masked_cross_entropy(logits, targets, lengths)[0] * 0.25).backward()
+    once = logits.grad.clone()
+    logits.grad = None
+    masked_cross_entropy(logits, targets, lengths)[0].backward()
+    torch.testing.assert_close(once, 0.25 * logits.grad)
+
+
+def test_no_tokens_give_nan_and_a_bad_target_id_is_named():
+    logits, targets = torch.randn(2, 3, 5), torch.randint(0, 5, (2, 3))
+    loss, n = masked_cross_entropy(logits, targets, torch.tensor([0, 0]))
+    assert n == 0 and torch.isnan(loss)  # as F.cross_entropy over no targets
+    targets[1, 0] = 5  # past the vocabulary, inside the length
+    with pytest.raises(IndexError, match=r"target ids must lie in \[0, 5\), got ids from"):
+        masked_cross_entropy(logits, targets, torch.tensor([3, 1]))
+    targets[1, 0], targets[1, 2] = 0, 99  # past the length: ignored
+    masked_cross_entropy(logits, targets, torch.tensor([3, 1]))

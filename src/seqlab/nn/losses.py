@@ -5,10 +5,56 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-_IGNORE = -100  # F.cross_entropy's default ignore_index
+#: rows of logits per piece of the fused loss: a piece's fp32 copy (rows × V) stays in cache
+CHUNK_ROWS = 64
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy with label smoothing over selected rows of ``logits``, its gradient
+    computed in the same pass, piece by piece.
+
+    For logits z of one row, target y, ε smoothing over V classes and lse = log Σ_v exp z_v:
+    ``loss = (1 - ε) (lse - z_y) + ε (lse - mean_v z_v)`` and
+    ``∂loss/∂z = softmax(z) - (1 - ε) onehot(y) - ε / V`` (Szegedy et al. 2016, §7). One pass
+    over a cache-sized piece replaces the several passes over the whole ``(N, V)`` array that
+    ``log_softmax``, the smoothing sum and their backward take; the gradient is kept in the
+    logits' dtype (where the cast back would put it anyway).
+    """
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, targets: Tensor, rows: Tensor, smoothing: float) -> Tensor:
+        # logits (N, V), targets (N,), rows (n,): the rows that count
+        vocab = logits.shape[1]
+        need_grad = ctx.needs_input_grad[0]
+        grad = torch.zeros_like(logits) if need_grad else None  # (N, V)
+        total = torch.zeros((), dtype=torch.float32, device=logits.device)
+        for start in range(0, rows.numel(), CHUNK_ROWS):
+            idx = rows[start : start + CHUNK_ROWS]  # (C,)
+            z = logits.index_select(0, idx).float()  # (C, V)
+            y = targets.index_select(0, idx)[:, None]  # (C, 1)
+            z -= z.amax(-1, keepdim=True)  # shifted: exp cannot overflow
+            z_y, z_mean = z.gather(1, y), z.mean(-1, keepdim=True)  # (C, 1)
+            z.exp_()
+            norm = z.sum(-1, keepdim=True)  # (C, 1)
+            lse = norm.log()
+            total += ((1.0 - smoothing) * (lse - z_y) + smoothing * (lse - z_mean)).sum()
+            if grad is not None:
+                z.div_(norm).sub_(smoothing / vocab)  # softmax - ε/V
+                z.scatter_add_(1, y, torch.full_like(z_y, smoothing - 1.0))
+                grad.index_copy_(0, idx, z.to(grad.dtype))
+        count = rows.numel()
+        ctx.count = count
+        if grad is not None:
+            ctx.save_for_backward(grad)
+        return total / count  # 0 rows: nan, as F.cross_entropy
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        (grad,) = ctx.saved_tensors
+        return grad.mul_(grad_output / ctx.count), None, None, None
 
 
 def masked_cross_entropy(
@@ -17,8 +63,9 @@ def masked_cross_entropy(
     """Mean token cross-entropy over the first ``lengths[b]`` positions of each row.
 
     Positions at or after a row's length are ignored, so neither their logits nor their targets
-    affect the loss. With ``label_smoothing`` ε the target distribution is (1 - ε) one-hot +
-    ε uniform over V (Szegedy et al. 2016), as in ``F.cross_entropy``.
+    affect the loss, and they cost nothing. With ``label_smoothing`` ε the target distribution
+    is (1 - ε) one-hot + ε uniform over V (Szegedy et al. 2016), as in ``F.cross_entropy``, whose
+    values and gradients it reproduces (computed in fp32 whatever the logits' dtype).
 
     Shape:
         logits ``(B, T, V)``, targets ``(B, T)``, lengths ``(B,)`` -> scalar loss, and the number of
@@ -26,14 +73,16 @@ def masked_cross_entropy(
     """
     steps = torch.arange(targets.shape[1], device=targets.device)  # (T,)
     valid = steps[None, :] < lengths[:, None].to(targets.device)  # (B, T)
-    targets = targets.masked_fill(~valid, _IGNORE)  # (B, T)
-    loss = F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        targets.flatten(),
-        ignore_index=_IGNORE,
-        label_smoothing=label_smoothing,
+    rows = valid.flatten().nonzero().squeeze(1)  # (n,)
+    vocab = logits.shape[-1]
+    picked = targets.flatten().index_select(0, rows)
+    if picked.numel() and not (int(picked.min()) >= 0 and int(picked.max()) < vocab):
+        low, high = int(picked.min()), int(picked.max())
+        raise IndexError(f"target ids must lie in [0, {vocab}), got ids from {low} to {high}")
+    loss = _SmoothedCrossEntropy.apply(
+        logits.flatten(0, 1), targets.flatten(), rows, float(label_smoothing)
     )
-    return loss, int(valid.sum())
+    return loss, int(rows.numel())
 
 
 def perplexity(loss: float) -> float:
