@@ -103,6 +103,14 @@ def training_flops(batch: Batch, m: TransformerConfig, tgt_vocab: int) -> int:
     return 3 * forward
 
 
+def update(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """One optimizer step, as the trainer takes it (gradient clipping at 1)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+
 def training_throughput(steps: int, config: Path) -> dict:
     cfg = load_config(config)
     exp = build_experiment(cfg)
@@ -136,10 +144,7 @@ def training_throughput(steps: int, config: Path) -> dict:
         start = time.perf_counter()
         with autocast(precision):
             loss, n = ours.loss(batch, label_smoothing=smoothing)
-        opt_ours.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(ours.parameters(), 1.0)
-        opt_ours.step()
+        update(ours, opt_ours, loss)
         if i >= 2:  # the first steps warm up allocators and kernels
             totals["seqlab"][0] += time.perf_counter() - start
             totals["seqlab"][1] += n
@@ -153,10 +158,7 @@ def training_throughput(steps: int, config: Path) -> dict:
                 batch.tgt_out.masked_fill(batch.tgt_out == PAD, -100).flatten(),
                 label_smoothing=smoothing,
             )
-        opt_plain.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(plain.parameters(), 1.0)
-        opt_plain.step()
+        update(plain, opt_plain, loss)
         if i >= 2:
             totals["seqlab_plain_loss"][0] += time.perf_counter() - start
             totals["seqlab_plain_loss"][1] += n
@@ -170,10 +172,7 @@ def training_throughput(steps: int, config: Path) -> dict:
             ignore_index=PAD,
             label_smoothing=cfg.train.label_smoothing,
         )
-        opt_ref.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
-        opt_ref.step()
+        update(ref, opt_ref, loss)
         if i >= 2:
             totals["reference"][0] += time.perf_counter() - start
             totals["reference"][1] += int((batch.tgt_out != PAD).sum())
