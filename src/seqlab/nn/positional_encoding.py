@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from seqlab.nn.dropout import Dropout
+
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     """The fixed encoding P (Vaswani et al. 2017, §3.5).
@@ -65,7 +67,7 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0):
         super().__init__()
         self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
@@ -93,7 +95,7 @@ class LearnedPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0):
         super().__init__()
         self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.weight = nn.Parameter(torch.randn(max_len, d_model))
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:

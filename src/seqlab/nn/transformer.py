@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.attention import KVCache, MultiHeadAttention, padding_mask
+from seqlab.nn.dropout import Dropout
 from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
 Norm = Literal["post", "pre"]
@@ -58,7 +59,7 @@ class AddNorm(nn.Module):
         if norm not in ("post", "pre"):
             raise ValueError(f"norm must be 'post' or 'pre', got {norm!r}")
         self.pre_norm = norm == "pre"
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.ln = nn.LayerNorm(d_model)
 
     def sublayer_input(self, x: Tensor) -> Tensor:
