@@ -4,7 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from seqlab.nn.losses import CHUNK_ROWS, masked_cross_entropy
+from seqlab.nn import losses
+from seqlab.nn.losses import masked_cross_entropy
+
+ROWS = 64  # rows per piece of the fused loss in these tests
 
 
 def test_masked_cross_entropy_ignores_logits_after_length():
@@ -35,15 +38,16 @@ def test_label_smoothing_mixes_in_the_uniform_distribution():
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_fused_loss_and_gradient_equal_pytorchs_cross_entropy(smoothing, dtype):
-    """The fused loss (several pieces of CHUNK_ROWS rows) gives F.cross_entropy's value and
+def test_fused_loss_and_gradient_equal_pytorchs_cross_entropy(smoothing, dtype, monkeypatch):
+    """The fused loss (several pieces of ROWS rows) gives F.cross_entropy's value and
     gradient on fp32 logits; on bf16 logits, those of F.cross_entropy on their fp32 copy with the
     gradient rounded back to bf16. Padded positions get an exactly zero gradient."""
     g = torch.Generator().manual_seed(0)
-    B, T, V = 5, CHUNK_ROWS + 7, 50
+    B, T, V = 5, ROWS + 7, 50
+    monkeypatch.setattr(losses, "PIECE_ELEMENTS", ROWS * V)
     base = (3 * torch.randn(B, T, V, generator=g)).to(dtype)
     targets = torch.randint(0, V, (B, T), generator=g)
-    lengths = torch.tensor([T, 1, T - 5, 0, 17])  # 2 CHUNK_ROWS + 27 real positions
+    lengths = torch.tensor([T, 1, T - 5, 0, 17])  # 2 ROWS + 27 real positions
     ours_in = base.clone().requires_grad_()
     loss, n = masked_cross_entropy(ours_in, targets, lengths, smoothing)
     loss.backward()
@@ -55,7 +59,7 @@ def test_fused_loss_and_gradient_equal_pytorchs_cross_entropy(smoothing, dtype):
         label_smoothing=smoothing,
     )
     expected.backward()
-    assert n == int(lengths.sum()) > 2 * CHUNK_ROWS
+    assert n == int(lengths.sum()) > 2 * ROWS
     torch.testing.assert_close(loss, expected, atol=1e-6, rtol=1e-6)
     tol = {"atol": 1e-8, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-8, "rtol": 1e-2}
     torch.testing.assert_close(ours_in.grad.float(), theirs_in.grad.float(), **tol)

@@ -7,8 +7,9 @@ import math
 import torch
 from torch import Tensor
 
-#: rows of logits per piece of the fused loss: a piece's fp32 copy (rows × V) stays in cache
-CHUNK_ROWS = 64
+#: elements of logits per piece of the fused loss (rows × V): a piece's fp32 copy, 2 MiB, stays
+#: in cache; a small vocabulary takes all its rows in one piece
+PIECE_ELEMENTS = 1 << 19
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
@@ -30,8 +31,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         need_grad = ctx.needs_input_grad[0]
         grad = torch.zeros_like(logits) if need_grad else None  # (N, V)
         total = torch.zeros((), dtype=torch.float32, device=logits.device)
-        for start in range(0, rows.numel(), CHUNK_ROWS):
-            idx = rows[start : start + CHUNK_ROWS]  # (C,)
+        piece = max(1, PIECE_ELEMENTS // vocab)
+        for start in range(0, rows.numel(), piece):
+            idx = rows[start : start + piece]  # (C,)
             z = logits.index_select(0, idx).float()  # (C, V)
             y = targets.index_select(0, idx)[:, None]  # (C, 1)
             z -= z.amax(-1, keepdim=True)  # shifted: exp cannot overflow
