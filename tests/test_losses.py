@@ -76,6 +76,10 @@ def test_fused_loss_scales_its_gradient_by_the_upstream_one():
     logits.grad = None
     masked_cross_entropy(logits, targets, lengths)[0].backward()
     torch.testing.assert_close(once, 0.25 * logits.grad)
+    loss = masked_cross_entropy(logits, targets, lengths)[0]
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward can run once per loss"):
+        loss.backward()
 
 
 def test_no_tokens_give_nan_and_a_bad_target_id_is_named():

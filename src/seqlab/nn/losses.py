@@ -47,7 +47,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
                 z.scatter_add_(1, y, torch.full_like(z_y, smoothing - 1.0))
                 grad.index_copy_(0, idx, z.to(grad.dtype))
         count = rows.numel()
-        ctx.count = count
+        ctx.count, ctx.spent = count, False
         if grad is not None:
             ctx.save_for_backward(grad)
         return total / count  # 0 rows: nan, as F.cross_entropy
@@ -55,6 +55,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_output: Tensor) -> tuple[Tensor | None, ...]:
+        if ctx.spent:  # the gradient is scaled in place: a second backward would be wrong
+            raise RuntimeError("masked_cross_entropy: backward can run once per loss")
+        ctx.spent = True
         (grad,) = ctx.saved_tensors
         return grad.mul_(grad_output / ctx.count), None, None, None
 
