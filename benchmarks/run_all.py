@@ -23,6 +23,10 @@ BENCHMARKS = [
         ["shakespeare_transformer.py"],
     ),
     (
+        "Attention forward + backward on CPU: seqlab's kernel choice vs PyTorch's, bf16 and fp32",
+        ["attention_backends.py"],
+    ),
+    (
         "Multi30k en→de Transformer training: vs nn.Transformer, and share of the matmul peak",
         ["translation_training.py"],
     ),

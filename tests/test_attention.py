@@ -149,6 +149,52 @@ def test_fused_path_gradient_is_finite_with_fully_masked_rows():
     assert (out[0, :, 0] == 0).all()
 
 
+@pytest.mark.parametrize("kind", ["none", "padding", "fully_masked_row", "causal"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_precision_training_path_matches_the_fused_kernel(kind, dtype):
+    """Training in bf16/fp16 on CPU takes the math kernel: the same output and gradients as the
+    kernel PyTorch chooses by itself (flash attention), within the precision's rounding."""
+    mask, is_causal = _mask(kind)
+    g = torch.Generator().manual_seed(0)
+    shapes = [(B, H, TQ, D), (B, H, TK, D), (B, H, TK, D)]
+    base = [torch.randn(shape, generator=g).to(dtype) for shape in shapes]
+    ours = [t.clone().requires_grad_() for t in base]
+    theirs = [t.clone().requires_grad_() for t in base]
+    out, _ = scaled_dot_product_attention(*ours, mask, is_causal=is_causal)
+    q, k, v = theirs  # PyTorch's own kernel choice, as seqlab called it before
+    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool)
+    if is_causal:
+        full = full & causal_mask(TQ, TK)  # bottom-right aligned, as seqlab's is_causal
+    any_key = full.any(dim=-1, keepdim=True)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=full | ~any_key
+    ).masked_fill(~any_key, 0.0)
+    upstream = torch.randn(out.shape, generator=g).to(dtype)
+    (out * upstream).sum().backward()
+    (expected * upstream).sum().backward()
+    tol = dict(atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(out, expected, **tol)
+    for mine, pytorch in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine.grad, pytorch.grad, **tol)
+
+
+def test_kernel_choice_changes_only_reduced_precision_training_on_cpu():
+    from seqlab.nn.attention import _fused_backend
+
+    def flash_allowed(t):
+        with _fused_backend(t):
+            return torch.backends.cuda.flash_sdp_enabled()  # the flag CPU kernels obey too
+
+    bf16 = torch.ones(1, dtype=torch.bfloat16)
+    assert not flash_allowed(bf16.clone().requires_grad_())  # training in bf16: math kernel
+    assert not flash_allowed(torch.ones(1, dtype=torch.float16, requires_grad=True))
+    assert flash_allowed(bf16)  # inference
+    assert flash_allowed(torch.ones(1, requires_grad=True))  # training in fp32
+    with torch.no_grad():
+        assert flash_allowed(bf16.clone().requires_grad_())
+    assert torch.backends.cuda.flash_sdp_enabled()  # restored afterwards
+
+
 # ------------------------------------------------------------------------------------ additive
 def test_additive_attention_matches_the_formula_with_different_sizes():
     att = AdditiveAttention(query_size=5, key_size=3, num_hiddens=7).eval()

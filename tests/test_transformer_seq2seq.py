@@ -97,3 +97,50 @@ def test_shared_embeddings_and_tied_output():
     assert sum(p.numel() for p in separate.parameters()) == shared_params + 2 * TGT_V * D
     with pytest.raises(ValueError, match="joint vocabulary"):
         make_model(share=True)
+
+
+def _train_logits(model, batch, seed):
+    torch.manual_seed(seed)
+    memory = model.encode(batch.src, batch.src_lengths)
+    return model.decode(memory, batch.tgt_in)[0]  # (B, T, V)
+
+
+def test_attention_dropout_is_separate_from_the_residual_dropout():
+    """``attention_dropout`` drops attention weights only; unset, it follows ``dropout``."""
+    batch = make_batch()
+    cfg = dict(d_model=D, num_heads=HEADS, encoder_layers=2, decoder_layers=2, d_ff=32)
+    following = TransformerSeq2Seq(SRC_V, TGT_V, TransformerConfig(**cfg, dropout=0.3))
+    attentions = [b.self_attn for b in following.encoder.blocks] + [
+        a for b in following.decoder.blocks for a in (b.self_attn, b.cross_attn)
+    ]
+    assert [a.dropout for a in attentions] == [0.3] * 6
+    literature = TransformerSeq2Seq(
+        SRC_V, TGT_V, TransformerConfig(**cfg, dropout=0.3, attention_dropout=0.0)
+    )
+    blocks = [*literature.encoder.blocks, *literature.decoder.blocks]
+    assert {b.self_attn.dropout for b in blocks} == {0.0}
+    assert {b.cross_attn.dropout for b in literature.decoder.blocks} == {0.0}
+    assert {b.addnorm1.dropout.p for b in blocks} == {0.3}
+
+    # behaviour in training mode: only the attention weights are dropped, so with no residual
+    # dropout the forward pass is random exactly when attention_dropout > 0
+    torch.manual_seed(0)
+    none = TransformerSeq2Seq(
+        SRC_V, TGT_V, TransformerConfig(**cfg, dropout=0.0, attention_dropout=0.0)
+    ).train()
+    with torch.no_grad():
+        first, second = _train_logits(none, batch, 1), _train_logits(none, batch, 2)
+        torch.testing.assert_close(first, second, rtol=0, atol=0)
+        torch.testing.assert_close(first, _train_logits(none.eval(), batch, 3))
+        attn_only = TransformerSeq2Seq(
+            SRC_V, TGT_V, TransformerConfig(**cfg, dropout=0.0, attention_dropout=0.5)
+        )
+        attn_only.load_state_dict(none.state_dict())
+        attn_only.train()
+        assert not torch.allclose(_train_logits(attn_only, batch, 1), first)
+        torch.testing.assert_close(_train_logits(attn_only.eval(), batch, 1), first)
+
+
+def test_attention_dropout_outside_zero_to_one_is_refused():
+    with pytest.raises(ValueError, match="attention_dropout"):
+        TransformerConfig(attention_dropout=1.0)

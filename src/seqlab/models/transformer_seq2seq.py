@@ -38,7 +38,12 @@ from seqlab.nn.transformer import Decoder, DecoderCache, Encoder
 
 
 class TransformerConfig(ModelConfigBase):
-    """Encoder–decoder Transformer (Vaswani et al. 2017)."""
+    """Encoder–decoder Transformer (Vaswani et al. 2017).
+
+    ``dropout`` applies to each sub-layer's output before the residual sum and to the embeddings
+    plus positions (§5.4); ``attention_dropout`` to the attention weights. Unset, it follows
+    ``dropout`` (d2l.ai §11.3's and tensor2tensor's choice); 0 is the paper's and fairseq's.
+    """
 
     arch: Literal["transformer"] = "transformer"
     task: ClassVar[str] = "translation"
@@ -48,6 +53,7 @@ class TransformerConfig(ModelConfigBase):
     decoder_layers: Positive = 4
     d_ff: Positive = 1024
     dropout: Probability = 0.1
+    attention_dropout: Probability | None = None
     max_len: Positive = 512
     norm: Literal["post", "pre"] = "post"
     share_embeddings: bool = False
@@ -126,6 +132,7 @@ class TransformerSeq2Seq(EncoderDecoder):
             cfg.max_len,
             cfg.norm,
             "sinusoidal",
+            attention_dropout=cfg.attention_dropout,
         )
         self.decoder = Decoder(
             tgt_vocab_size,
@@ -138,6 +145,7 @@ class TransformerSeq2Seq(EncoderDecoder):
             cfg.norm,
             "sinusoidal",
             cross_attention=True,
+            attention_dropout=cfg.attention_dropout,
         )
         if cfg.share_embeddings:
             self.decoder.embed.token.weight = self.encoder.embed.token.weight

@@ -14,11 +14,13 @@ gets all-zero weights and a zero output, never NaN.
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seqlab.deprecation import renamed_kwargs
 
@@ -101,6 +103,21 @@ def masked_softmax(
 
 
 # ------------------------------------------------------------------------------- scoring
+def _fused_backend(query: Tensor) -> AbstractContextManager[object]:
+    """The kernel choice for ``F.scaled_dot_product_attention`` when training in bf16/fp16 on CPU.
+
+    PyTorch's CPU flash-attention kernel, which it picks whenever no dropout is asked for, has a
+    reduced-precision backward several times slower than the plain (math) kernel; with dropout it
+    already takes the math kernel. So a reduced-precision forward that will be differentiated on
+    CPU runs the math kernel; everything else keeps PyTorch's choice (fp32, inference, CUDA).
+    Timings: ``benchmarks/attention_backends.py``.
+    """
+    reduced = query.dtype in (torch.bfloat16, torch.float16)
+    if query.device.type == "cpu" and reduced and query.requires_grad and torch.is_grad_enabled():
+        return sdpa_kernel(SDPBackend.MATH)
+    return nullcontext()
+
+
 def scaled_dot_product_attention(
     query: Tensor,
     key: Tensor,
@@ -143,15 +160,16 @@ def scaled_dot_product_attention(
     # one query (a decoding step): the fused kernel's setup costs more than the product itself
     explicit = need_weights or (num_q == 1 and dropout_p == 0.0)
     if not explicit:
-        if mask is None:
+        with _fused_backend(query):
+            if mask is None:
+                out = F.scaled_dot_product_attention(
+                    query, key, value, dropout_p=dropout_p, is_causal=is_causal
+                )  # (..., Tq, d_v)
+                return out, None
+            any_key = mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
             out = F.scaled_dot_product_attention(
-                query, key, value, dropout_p=dropout_p, is_causal=is_causal
+                query, key, value, attn_mask=mask | ~any_key, dropout_p=dropout_p
             )  # (..., Tq, d_v)
-            return out, None
-        any_key = mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
-        out = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=mask | ~any_key, dropout_p=dropout_p
-        )  # (..., Tq, d_v)
         return out.masked_fill(~any_key, 0.0), None
     if num_q == 1:  # K q^T reads the keys as stored; q K^T would copy them transposed
         scores = (key @ query.transpose(-2, -1)).transpose(-2, -1)  # (..., 1, Tk)

@@ -87,9 +87,12 @@ class EncoderBlock(nn.Module):
         dropout: float = 0.0,
         norm: Norm = "post",
         activation: Activation = "relu",
+        *,
+        attention_dropout: float | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        p_attn = dropout if attention_dropout is None else attention_dropout
+        self.self_attn = MultiHeadAttention(d_model, num_heads, p_attn)
         self.addnorm1 = AddNorm(d_model, dropout, norm)
         self.ffn = PositionWiseFFN(d_model, d_ff, activation)
         self.addnorm2 = AddNorm(d_model, dropout, norm)
@@ -128,12 +131,15 @@ class DecoderBlock(nn.Module):
         dropout: float = 0.0,
         norm: Norm = "post",
         cross_attention: bool = True,
+        *,
+        attention_dropout: float | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        p_attn = dropout if attention_dropout is None else attention_dropout
+        self.self_attn = MultiHeadAttention(d_model, num_heads, p_attn)
         self.addnorm1 = AddNorm(d_model, dropout, norm)
         self.cross_attn = (
-            MultiHeadAttention(d_model, num_heads, dropout) if cross_attention else None
+            MultiHeadAttention(d_model, num_heads, p_attn) if cross_attention else None
         )
         self.addnorm2 = AddNorm(d_model, dropout, norm) if cross_attention else None
         self.ffn = PositionWiseFFN(d_model, d_ff)
@@ -216,11 +222,16 @@ class Encoder(nn.Module):
         max_len: int = 1024,
         norm: Norm = "post",
         positional: Positional = "sinusoidal",
+        *,
+        attention_dropout: float | None = None,
     ):
         super().__init__()
         self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positional)
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, d_ff, dropout, norm) for _ in range(num_layers)
+            EncoderBlock(
+                d_model, num_heads, d_ff, dropout, norm, attention_dropout=attention_dropout
+            )
+            for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
 
@@ -294,6 +305,8 @@ class Decoder(nn.Module):
         norm: Norm = "post",
         positional: Positional = "sinusoidal",
         cross_attention: bool = True,
+        *,
+        attention_dropout: float | None = None,
     ):
         super().__init__()
         self.num_heads, self.head_dim = num_heads, d_model // num_heads
@@ -301,7 +314,15 @@ class Decoder(nn.Module):
         self.has_cross_attention = cross_attention
         self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positional)
         self.blocks = nn.ModuleList(
-            DecoderBlock(d_model, num_heads, d_ff, dropout, norm, cross_attention)
+            DecoderBlock(
+                d_model,
+                num_heads,
+                d_ff,
+                dropout,
+                norm,
+                cross_attention,
+                attention_dropout=attention_dropout,
+            )
             for _ in range(num_layers)
         )
         self.final_norm = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
