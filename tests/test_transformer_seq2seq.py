@@ -8,6 +8,8 @@ from conftest import random_translation_batch
 from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.config import TransformerConfig
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
+from seqlab.nn.attention import MultiHeadAttention
+from seqlab.nn.dropout import Dropout
 
 SRC_V, TGT_V, D, HEADS = 13, 11, 16, 4
 
@@ -144,3 +146,24 @@ def test_attention_dropout_is_separate_from_the_residual_dropout():
 def test_attention_dropout_outside_zero_to_one_is_refused():
     with pytest.raises(ValueError, match="attention_dropout"):
         TransformerConfig(attention_dropout=1.0)
+
+
+def test_every_transformer_model_passes_attention_dropout_to_its_attention_only():
+    from seqlab.models.transformer_classifier import (
+        TransformerClassifier,
+        TransformerClassifierConfig,
+    )
+    from seqlab.models.transformer_lm import TransformerLanguageModel, TransformerLMConfig
+    from seqlab.models.vit import VisionTransformer, ViTConfig
+
+    small = dict(d_model=16, num_heads=2, d_ff=32, dropout=0.2, attention_dropout=0.05)
+    models = [
+        TransformerLanguageModel(20, TransformerLMConfig(num_layers=1, **small)),
+        TransformerClassifier(20, 3, TransformerClassifierConfig(num_layers=1, **small)),
+        VisionTransformer(10, ViTConfig(num_layers=1, image_size=8, patch_size=4, **small)),
+    ]
+    for model in models:
+        attention = [m.dropout for m in model.modules() if isinstance(m, MultiHeadAttention)]
+        residual = [m.p for m in model.modules() if isinstance(m, Dropout)]
+        assert attention and set(attention) == {0.05}, type(model).__name__
+        assert residual and set(residual) == {0.2}, type(model).__name__

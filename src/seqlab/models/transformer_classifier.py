@@ -33,6 +33,7 @@ class TransformerClassifierConfig(ModelConfigBase):
     num_layers: Positive = 2
     d_ff: Positive = 512
     dropout: Probability = 0.1
+    attention_dropout: Probability | None = None  # None: as dropout
     max_len: Positive = 512
     positional: Literal["sinusoidal", "learned"] = "learned"
     norm: Literal["post", "pre"] = "pre"
@@ -60,6 +61,7 @@ class TransformerClassifier(nn.Module):
             cfg.max_len + 1,  # + the [CLS] position
             cfg.norm,
             cfg.positional,
+            attention_dropout=cfg.attention_dropout,
         )
         self.dropout = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.d_model, num_classes)

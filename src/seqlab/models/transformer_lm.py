@@ -31,6 +31,7 @@ class TransformerLMConfig(ModelConfigBase):
     num_layers: Positive = 4
     d_ff: Positive = 512
     dropout: Probability = 0.0
+    attention_dropout: Probability | None = None  # None: as dropout
     max_len: Positive = 1024
     positional: Literal["sinusoidal", "learned"] = "learned"
     norm: Literal["post", "pre"] = "pre"
@@ -64,6 +65,7 @@ class TransformerLanguageModel(CausalLM):
             cfg.norm,
             cfg.positional,
             cross_attention=False,
+            attention_dropout=cfg.attention_dropout,
         )
         self.head = nn.Linear(cfg.d_model, vocab_size, bias=False)
         if cfg.tie_weights:

@@ -49,6 +49,7 @@ class ViTConfig(ModelConfigBase):
     d_ff: Positive | None = None
     num_heads: Positive | None = None
     dropout: Probability = 0.0
+    attention_dropout: Probability | None = None  # None: as dropout
 
     @model_validator(mode="after")
     def _sizes(self) -> ViTConfig:
@@ -103,7 +104,15 @@ class VisionTransformer(nn.Module):
         self.pos_embed = nn.Parameter(torch.randn(1, 1 + self.num_patches, d) * 0.02)
         self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(d, cfg.num_heads, cfg.d_ff, cfg.dropout, "pre", "gelu")
+            EncoderBlock(
+                d,
+                cfg.num_heads,
+                cfg.d_ff,
+                cfg.dropout,
+                "pre",
+                "gelu",
+                attention_dropout=cfg.attention_dropout,
+            )
             for _ in range(cfg.num_layers)
         )
         self.norm = nn.LayerNorm(d)
