@@ -167,6 +167,11 @@ def scaled_dot_product_attention(
                 )  # (..., Tq, d_v)
                 return out, None
             any_key = mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
+            if bool(any_key.all()):  # the usual case (padding): every query sees a key
+                out = F.scaled_dot_product_attention(
+                    query, key, value, attn_mask=mask, dropout_p=dropout_p
+                )  # (..., Tq, d_v)
+                return out, None
             out = F.scaled_dot_product_attention(
                 query, key, value, attn_mask=mask | ~any_key, dropout_p=dropout_p
             )  # (..., Tq, d_v)
