@@ -167,7 +167,9 @@ def scaled_dot_product_attention(
                 )  # (..., Tq, d_v)
                 return out, None
             any_key = mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
-            if bool(any_key.all()):  # the usual case (padding): every query sees a key
+            # the usual case (padding): every query sees a key; checked on CPU only, where
+            # reading the flag costs no device synchronisation
+            if query.device.type == "cpu" and bool(any_key.all()):
                 out = F.scaled_dot_product_attention(
                     query, key, value, attn_mask=mask, dropout_p=dropout_p
                 )  # (..., Tq, d_v)
