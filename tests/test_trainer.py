@@ -406,3 +406,47 @@ def test_final_evaluate_alone_chooses_between_the_average_and_the_best(tmp_path,
         assert run.pointer("best") == 21 and all(torch.allclose(kept[k], avg[k]) for k in avg)
     else:
         assert run.pointer("best") == 5 and all(torch.equal(kept[k], best_weights[k]) for k in kept)
+
+
+def test_training_further_after_the_kept_average_continues_the_trained_state(tmp_path):
+    """A finished run whose end-of-training average was kept (then both ``best`` and ``latest``)
+    and that is resumed with a larger budget continues from its last trained checkpoint, exactly
+    as one longer run; the average stays the best to beat, and the next average takes trained
+    checkpoints only."""
+
+    def trainer_for(run_dir, max_steps):
+        torch.manual_seed(0)
+        cfg = config_from_dict(
+            {"train": {"eval_every": 5, "max_steps": max_steps, "log_every": 5, "keep_last": 6}}
+        ).train
+        calls = iter(range(100, 0, -1))  # val_loss falls with every call: the average wins
+        return Trainer(
+            torch.nn.Linear(3, 1),
+            lambda m, x, state: LossOutput(m(x).pow(2).mean(), x.shape[0]),
+            ToyData(),
+            cfg,
+            run_dir,
+            evaluate=lambda m: {"val_loss": float(next(calls))},
+            extra_meta={"arch": "linear"},  # what a model's checkpoint records (restore reads it)
+        )
+
+    trainer_for(tmp_path / "long", 30).fit()
+    long_run, run = RunDir(tmp_path / "long"), RunDir(tmp_path / "cut")
+
+    first = trainer_for(tmp_path / "cut", 20)
+    first.fit()
+    averaged = first.average_last(4)
+    assert averaged["is_best"] and averaged["steps"] == [5, 10, 15, 20]
+    assert run.pointer("latest") == run.pointer("best") == 21 and run.is_average(21)
+    assert not run.is_average(20)
+    assert run.resume_checkpoint() == run.step_dir(20)
+
+    further = trainer_for(tmp_path / "cut", 30)
+    further.restore(run.resume_checkpoint())
+    assert further.pos.step == 20 and further.pos.best == averaged["val_loss"]
+    further.fit()
+    for name, weight in load_safetensors(run.step_dir(30) / "model.safetensors").items():
+        expected = load_safetensors(long_run.step_dir(30) / "model.safetensors")[name]
+        assert torch.equal(weight, expected)  # bit-identical to the run trained 30 steps at once
+    again = further.average_last(4)
+    assert again["steps"] == [15, 20, 25, 30]  # the kept average (21) is not averaged again

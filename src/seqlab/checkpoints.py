@@ -100,6 +100,7 @@ class _Meta(BaseModel):
     optimizer: Any
     rank_state: Any
     schedule: _Schedule
+    averaged_steps: list[NonNegativeInt] | None = None  # an end-of-training average's steps
 
 
 def read_meta(ckpt: Path) -> dict[str, Any]:

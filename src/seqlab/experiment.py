@@ -202,7 +202,7 @@ def _train(
     )
     try:
         if resume:
-            trainer.restore(run.checkpoint("latest"))
+            trainer.restore(run.resume_checkpoint())
         if dist.is_main():  # everything is loaded: now write
             run_dir.mkdir(parents=True, exist_ok=True)
             if not resume:

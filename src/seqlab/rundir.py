@@ -288,6 +288,21 @@ class RunDir:
             if p.name[5:].isdigit() and p.is_dir()
         )
 
+    def is_average(self, step: int) -> bool:
+        """Whether the checkpoint of ``step`` is an end-of-training average (Vaswani et al. 2017
+        §6.1) rather than a state training reached."""
+        path = self.step_dir(step) / "meta.json"
+        meta = read_json(path, "checkpoint metadata") if path.is_file() else None
+        return isinstance(meta, dict) and bool(meta.get("averaged_steps"))
+
+    def resume_checkpoint(self) -> Path:
+        """The checkpoint a resumed run continues from: the latest, or, when the latest is the
+        average saved at the end of training, the last trained checkpoint it averaged (training
+        further continues the trajectory, not the average)."""
+        path = self.checkpoint("latest")
+        averaged = read_meta(path).get("averaged_steps")
+        return self.checkpoint(str(averaged[-1])) if averaged else path
+
     def pointer(self, which: str) -> int | None:
         """The step ``latest.json`` or ``best.json`` points to, None if there is none.
 

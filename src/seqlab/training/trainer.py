@@ -184,7 +184,7 @@ class Trainer:
     def fit(self, resume: bool = False) -> dict[str, Any]:
         """Train until the step/epoch budget, the time budget or early stopping ends it."""
         if resume:
-            self.restore(self.rundir.checkpoint("latest"))
+            self.restore(self.rundir.resume_checkpoint())
         for cb in self.callbacks:
             cb.on_train_start(self)
         window = _Window()
@@ -471,7 +471,7 @@ class Trainer:
         and it alone decides (``"final"`` in the result holds both); ``evaluate`` still records
         the average's metrics on the scale of the training history.
         """
-        steps = self.rundir.steps()[-n:]
+        steps = [s for s in self.rundir.steps() if not self.rundir.is_average(s)][-n:]
         if len(steps) < 2:
             return {"skipped": f"only {len(steps)} checkpoint(s) kept; raise train.keep_last"}
         state = ckpt.average_checkpoints([self.rundir.step_dir(s) for s in steps])
@@ -497,10 +497,13 @@ class Trainer:
             # the recorded best is the kept checkpoint's value on the history's scale
             self.pos.best = float(metrics[self.select.metric]) if metrics else self.pos.best
             self.pos.step += 1  # a new checkpoint name after the last real step
-            self.save_checkpoint(is_best=True)
+            self.save_checkpoint(is_best=True, averaged_steps=steps)
         return {"steps": steps, **metrics, "is_best": better}
 
-    def save_checkpoint(self, is_best: bool) -> None:
+    def save_checkpoint(self, is_best: bool, averaged_steps: list[int] | None = None) -> None:
+        """Save the training state as the checkpoint of the current step; ``averaged_steps``
+        marks it as the average of those steps' weights (with the last one's optimizer and data
+        position), which a resumed run does not continue from."""
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
             raise TrainingDiverged(
                 f"the weights hold NaN or infinite values at step {self.pos.step}; not saved"
@@ -535,6 +538,7 @@ class Trainer:
                     "rank_state": ckpt.flatten_tensors(rank_state)[1],
                     "schedule": self.schedule.state_dict(),
                     "plateau": self.plateau.state_dict() if self.plateau else None,
+                    **({"averaged_steps": averaged_steps} if averaged_steps else {}),
                     **self.extra_meta,
                 },
             )
@@ -575,6 +579,10 @@ class Trainer:
             evals_since_best=meta["evals_since_best"],
             history=list(meta["history"]),
         )
+        best = self.rundir.pointer("best")
+        if best is not None and best > self.pos.step and self.rundir.is_average(best):
+            # the end-of-training average kept as the best: later checkpoints must beat it
+            self.pos.best = read_meta(self.rundir.step_dir(best))["best"]
         reason = self.budget_reason()
         patience = self.cfg.early_stopping_patience
         if patience and self.pos.evals_since_best >= patience:
