@@ -440,6 +440,10 @@ def test_training_further_after_the_kept_average_continues_the_trained_state(tmp
     assert run.pointer("latest") == run.pointer("best") == 21 and run.is_average(21)
     assert not run.is_average(20)
     assert run.resume_checkpoint() == run.step_dir(20)
+    broken = RunDir(shutil.copytree(tmp_path / "cut", tmp_path / "broken"))
+    shutil.rmtree(broken.step_dir(20))
+    with pytest.raises(CheckpointError, match=r"average of steps \[5, 10, 15, 20\].*missing"):
+        broken.resume_checkpoint()
 
     further = trainer_for(tmp_path / "cut", 30)
     further.restore(run.resume_checkpoint())

@@ -301,7 +301,15 @@ class RunDir:
         further continues the trajectory, not the average)."""
         path = self.checkpoint("latest")
         averaged = read_meta(path).get("averaged_steps")
-        return self.checkpoint(str(averaged[-1])) if averaged else path
+        if not averaged:
+            return path
+        last = self.step_dir(averaged[-1])
+        if not last.is_dir():
+            raise CheckpointError(
+                f"{path} is the end-of-training average of steps {averaged}; training continues "
+                f"from the last of them, but {last} is missing (kept steps: {self.steps()})"
+            )
+        return last
 
     def pointer(self, which: str) -> int | None:
         """The step ``latest.json`` or ``best.json`` points to, None if there is none.
