@@ -23,7 +23,7 @@ from seqlab.errors import CheckpointError
 from seqlab.experiment import train
 from seqlab.rundir import RunDir
 from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
-from seqlab.training.trainer import LossOutput, Trainer, TrainingDiverged
+from seqlab.training.trainer import Callback, LossOutput, Trainer, TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[1]
 #: two processes vs one accumulating: the same sums in another order (and, in bf16, matrix
@@ -153,6 +153,51 @@ class ToyData:
         g = torch.Generator().manual_seed(self.epoch)
         for _ in range(10):
             yield torch.randn(8, 3, generator=g)
+
+
+def test_log_records_the_mean_gradient_norm_before_clipping_and_the_clipped_fraction(tmp_path):
+    def run(name, grad_clip):
+        torch.manual_seed(0)
+        cfg = config_from_dict(
+            {"train": {"max_steps": 7, "log_every": 3, "grad_clip": grad_clip, "eval_every": 7}}
+        ).train
+        seen = []
+
+        class Norms(Callback):  # after the step: the gradients as the update used them
+            def on_step(self, trainer, loss):
+                grads = [p.grad.flatten() for p in trainer.model.parameters()]
+                seen.append(float(torch.cat(grads).norm()))
+
+        trainer = Trainer(
+            torch.nn.Linear(3, 1),
+            lambda m, x, state: LossOutput(m(x).pow(2).mean(), x.shape[0]),
+            ToyData(),
+            cfg,
+            tmp_path / name,
+            evaluate=lambda m: {"val_loss": 1.0},
+            callbacks=[Norms(), MetricsLog(tmp_path / name / "metrics.jsonl")],
+        )
+        trainer.fit()
+        records = [
+            r for r in read_metrics(tmp_path / name / "metrics.jsonl") if r["kind"] == "train"
+        ]
+        return {r["step"]: r for r in records}, seen
+
+    free, norms = run("free", None)  # nothing clipped: the gradients seen are the norms logged
+    assert sorted(free) == [1, 3, 6, 7]
+    for step, steps in ((1, [1]), (3, [2, 3]), (6, [4, 5, 6]), (7, [7])):
+        mean = sum(norms[s - 1] for s in steps) / len(steps)
+        assert free[step]["grad_norm"] == pytest.approx(mean, rel=1e-5)
+        assert "clipped" not in free[step]
+    assert len(set(norms)) == 7 and min(norms) > 0.05
+
+    tight, clipped_norms = run("tight", 0.05)  # every step clipped to 0.05
+    assert tight[1]["grad_norm"] == pytest.approx(norms[0], rel=1e-5)  # same weights, same batch
+    assert all(r["clipped"] == 1.0 for r in tight.values())
+    assert clipped_norms == pytest.approx([0.05] * 7, rel=1e-4)
+    loose, _ = run("loose", 1e6)
+    assert all(r["clipped"] == 0.0 for r in loose.values())
+    assert [r["grad_norm"] for r in loose.values()] == [r["grad_norm"] for r in free.values()]
 
 
 def test_nan_loss_stops_with_message_and_keeps_last_good_checkpoint(tmp_path):
@@ -310,6 +355,10 @@ def test_progress_lines_show_perplexity_only_for_token_losses():
         lines[unit] = stream.getvalue()
     assert "ppl 1.28" in lines["tok"] and "1,234 tok/s" in lines["tok"]
     assert "ppl" not in lines["ex"] and "1,234 ex/s" in lines["ex"]
+    assert "gnorm" not in lines["tok"]
+    stream = io.StringIO()
+    ProgressBar(stream).on_log(None, {**record, "grad_norm": 0.4567})
+    assert "ppl 1.28  gnorm 0.46  1,234 tok/s" in stream.getvalue()
 
 
 def test_metrics_name_the_throughput_by_unit_and_keep_perplexity_for_token_losses(tmp_path):

@@ -126,6 +126,10 @@ def load_run(args: argparse.Namespace) -> Predictor:
             f"{refused}; {args.checkpoint} holds {_article(model.kind)} {holds}"
             + (f": {usage}" if usage else "")
         )
+    ensemble = getattr(args, "ensemble", None)  # declared by translation runs only
+    if ensemble:
+        others = [load(run, args.which, args.precision) for run in ensemble]
+        model = model.ensemble_with(others, ensemble)  # type: ignore[attr-defined]
     model.check(command, call_options(args, model))
     return model
 
@@ -327,6 +331,10 @@ def add_declared(p: argparse.ArgumentParser, command: str) -> None:
             p.add_argument(flag, nargs="*", help=help_text)
         elif option.type == "flag":
             p.add_argument(flag, action="store_true", dest=option.dest, help=help_text)
+        elif option.type == "paths":  # one or more
+            p.add_argument(
+                flag, nargs="+", metavar=option.metavar, dest=option.dest, help=help_text
+            )
         else:
             p.add_argument(
                 flag,

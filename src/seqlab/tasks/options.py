@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 #: what a value is read as (the command line maps each to its argument type)
-ValueType = Literal["str", "int", "positive_int", "non_negative_int", "non_negative_float", "flag"]
+ValueType = Literal[
+    "str", "int", "positive_int", "non_negative_int", "non_negative_float", "flag", "paths"
+]
 Role = Literal["option", "cli", "file", "output", "figure", "figure_dir"]
 
 

@@ -51,6 +51,7 @@ from seqlab.errors import SeqlabError
 from seqlab.io import atomic_write_text
 from seqlab.models import build_model
 from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.models.ensemble import Ensemble
 from seqlab.models.search import Hypothesis, beam_search, greedy_search, token_log_probs
 from seqlab.objective import LossOutput, Selection
 from seqlab.outputs import RULE
@@ -411,6 +412,15 @@ class Translator(Predictor):
             figure="attention heatmaps",
         ),
         Option(
+            "--ensemble",
+            "decode with these trained runs too, averaging the models' next-token "
+            "probabilities (their vocabularies and tokenizers must be this run's)",
+            ("translate", "evaluate"),
+            type="paths",
+            role="cli",
+            metavar="RUN_DIR",
+        ),
+        Option(
             "--engine",
             "decode with seqlab (pytorch) or the model exported to CTranslate2",
             ("translate", "evaluate"),
@@ -440,6 +450,7 @@ class Translator(Predictor):
         self.model: EncoderDecoder = model
         self.vocabs = vocabs
         self._engines: dict[tuple[str, int, int], Any] = {}  # CTranslate2 engines, by settings
+        self.members: list[str] = []  # the other runs of an ensemble (:meth:`ensemble_with`)
 
     @classmethod
     def load(cls, run: Run) -> Translator:
@@ -456,6 +467,46 @@ class Translator(Predictor):
         )
         return cls(load_weights(model, run), run.cfg, vocabs, run)
 
+    def ensemble_with(self, others: Sequence[Predictor], names: Sequence[str]) -> Translator:
+        """This run and ``others`` (named ``names`` in messages) as one translator whose model
+        is their :class:`~seqlab.models.ensemble.Ensemble`: the mean of the models' next-token
+        probabilities. Tokenising, decoding settings and precision stay this run's, so every
+        other run must be a translation run with the same vocabularies and tokenizers."""
+        mine = self.run.run_dir if self.run is not None else "this run"
+        for other, name in zip(others, names, strict=True):
+            if not isinstance(other, Translator):
+                raise SeqlabError(
+                    f"--ensemble {name}: holds {other.kind} model (model.arch="
+                    f"{other.cfg.model.arch}); an ensemble takes translation runs only"
+                )
+            for side in ("src", "tgt"):
+                theirs: Vocab = getattr(other.vocabs, f"{side}_vocab")
+                ours: Vocab = getattr(self.vocabs, f"{side}_vocab")
+                if theirs.idx_to_token != ours.idx_to_token:
+                    raise SeqlabError(
+                        f"--ensemble {name}: its {side}_vocab.json differs from {mine}'s "
+                        f"({len(theirs)} tokens against {len(ours)}, or other tokens): the "
+                        "models of an ensemble must share their vocabularies"
+                    )
+                if _splits(getattr(other.vocabs, f"{side}_tokenizer")) != _splits(
+                    getattr(self.vocabs, f"{side}_tokenizer")
+                ):
+                    raise SeqlabError(
+                        f"--ensemble {name}: its {side} tokenizer differs from {mine}'s: the "
+                        "models of an ensemble must split text the same way"
+                    )
+        models = [self.model, *(o.model for o in others)]  # type: ignore[attr-defined]
+        joined = Translator(Ensemble(models).eval(), self.cfg, self.vocabs, self.run)
+        joined.precision = self.precision
+        joined.members = [*self.members, *(str(o.checkpoint) for o in others)]
+        return joined
+
+    @property
+    def checkpoint(self) -> str | None:
+        """The checkpoint file the weights come from, an ensemble's joined by `` + ``."""
+        own = super().checkpoint
+        return " + ".join([own, *self.members]) if own is not None and self.members else own
+
     def check(self, command: str, options: Mapping[str, Any]) -> None:
         """The decoding options (:func:`decode_options`), the engine (:func:`check_engine`) and
         attention heatmaps, which need a model that attends to the source."""
@@ -466,6 +517,11 @@ class Translator(Predictor):
             options.get("length_penalty"),
         )
         heatmaps = bool(options.get("attention_png"))
+        if self.members and (options.get("engine") or "pytorch") != "pytorch":
+            raise SeqlabError(
+                "--ensemble decodes with seqlab (--engine pytorch) only: a CTranslate2 export "
+                "holds one model"
+            )
         check_engine(
             options.get("engine") or "pytorch",
             options.get("quantize"),
@@ -876,6 +932,11 @@ def save_vocabs(vocabs: TranslationVocabs, run_dir: Path) -> None:
     vocabs.tgt_vocab.save(Path(run_dir) / "tgt_vocab.json")
     save_tokenizer(vocabs.src_tokenizer, run_dir, "src_tokenizer")
     save_tokenizer(vocabs.tgt_tokenizer, run_dir, "tgt_tokenizer")
+
+
+def _splits(tokenizer: Any) -> tuple[Any, ...]:
+    """What decides how a tokenizer splits text: its settings and its subword model."""
+    return (tokenizer.to_dict(), getattr(tokenizer, "model_proto", None))
 
 
 def load_vocabs(run_dir: Path) -> TranslationVocabs:

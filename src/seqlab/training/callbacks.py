@@ -53,7 +53,8 @@ class ProgressBar(Callback):
 
     def on_log(self, trainer: Trainer, record: dict[str, Any]) -> None:
         ppl = f"  ppl {_shown_perplexity(record['ppl'])}" if self.perplexity else ""
-        text = f"loss {record['loss']:.4f}{ppl}  {record['tokens_per_s']:,.0f} {self.unit}/s"
+        gnorm = f"  gnorm {record['grad_norm']:.2f}" if "grad_norm" in record else ""
+        text = f"loss {record['loss']:.4f}{ppl}{gnorm}  {record['tokens_per_s']:,.0f} {self.unit}/s"
         if self.bar is not None:
             self.bar.set_postfix_str(text)
         else:

@@ -12,7 +12,9 @@ callbacks (:mod:`seqlab.training.callbacks`).
 then divides the gradients by the number of tokens of the whole step over all processes: the
 update is that of the token-weighted mean loss, whatever the batch sizes, the number of processes
 or the accumulation. W processes with accumulation A make exactly the updates of one process with
-accumulation W·A. A non-finite loss or gradient norm stops training before the update.
+accumulation W·A. A non-finite loss or gradient norm stops training before the update. Each log
+record carries the mean gradient norm before clipping (``grad_norm``, fairseq's ``gnorm``) and,
+with ``train.grad_clip``, the fraction of the steps that were clipped (``clipped``).
 
 **Validation and checkpoints** (:meth:`Trainer.validate_and_checkpoint`) happen every
 ``train.eval_every`` steps, or at the end of each epoch: rank 0 evaluates in the evaluation
@@ -106,10 +108,13 @@ class Position:
 
 @dataclass
 class _Window:
-    """Training loss and tokens since the last log line."""
+    """Training loss, tokens and gradient norms since the last log line."""
 
     loss_sum: float = 0.0
     tokens: float = 0.0
+    steps: int = 0
+    grad_norm_sum: float = 0.0  # before clipping
+    clipped: int = 0  # steps whose gradient norm exceeded train.grad_clip
     started: float = field(default_factory=time.monotonic)
 
 
@@ -222,7 +227,7 @@ class Trainer:
                     f"the training batches ended after {self.pos.batch} of the {len(self.data)} "
                     f"minibatches their len() announced (epoch {self.pos.epoch})"
                 )
-            loss, tokens, state = self.train_step(group, state)
+            loss, tokens, norm, state = self.train_step(group, state)
             self.pos.step += 1
             self.pos.batch += len(group)
             end_of_epoch = self.pos.batch >= len(self.data)
@@ -231,6 +236,9 @@ class Trainer:
             self.carry = None if end_of_epoch else state
             window.loss_sum += loss * tokens
             window.tokens += tokens
+            window.steps += 1
+            window.grad_norm_sum += norm
+            window.clipped += self.cfg.grad_clip is not None and norm > self.cfg.grad_clip
             for cb in self.callbacks:
                 cb.on_step(self, loss)
             if self.pos.step % self.cfg.log_every == 0 or self.pos.step == 1:
@@ -267,11 +275,13 @@ class Trainer:
             return f"time budget of {self.cfg.max_minutes} min reached"
         return ""
 
-    def train_step(self, group: list[tuple[Any, float]], state: Any) -> tuple[float, float, Any]:
+    def train_step(
+        self, group: list[tuple[Any, float]], state: Any
+    ) -> tuple[float, float, float, Any]:
         """One optimizer step over ``(batch, weight)`` minibatches; see the module docstring.
 
-        Returns the step's token-weighted mean loss over all processes, its tokens, and the
-        recurrent state after the last minibatch (detached).
+        Returns the step's token-weighted mean loss over all processes, its tokens, the gradient
+        norm before clipping, and the recurrent state after the last minibatch (detached).
         """
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum, tokens = 0.0, 0.0
@@ -306,7 +316,7 @@ class Trainer:
             self.diverged(f"gradient norm became {norm}")
         self.optimizer.step()
         self.schedule.step()
-        return mean, tokens, state
+        return mean, tokens, norm, state
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -321,8 +331,11 @@ class Trainer:
             "ppl": perplexity(mean),  # meaningful for a per-token cross-entropy only
             "lr": self.schedule.lr,
             "tokens_per_s": window.tokens / seconds,
+            "grad_norm": window.grad_norm_sum / max(window.steps, 1),  # mean, before clipping
             "elapsed_s": round(self.elapsed(), 2),
         }
+        if self.cfg.grad_clip is not None:
+            record["clipped"] = window.clipped / max(window.steps, 1)  # fraction of the steps
         for cb in self.callbacks:
             cb.on_log(self, record)
 
