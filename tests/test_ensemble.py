@@ -93,7 +93,7 @@ def test_evaluate_with_ensemble_scores_the_runs_together(tiny_runs, capsys):
     both = scores("--ensemble", str(bahdanau))
     assert str(bahdanau) in both["checkpoint"]
     # the same outputs through the Python API
-    joined = load(mt).ensemble_with([load(bahdanau)], [str(bahdanau)])
+    joined = load(mt).ensemble_with([load(bahdanau)])
     assert joined.evaluate("test").to_json()["bleu"] == pytest.approx(both["bleu"], abs=1e-9)
 
 
@@ -111,6 +111,9 @@ def test_ensemble_refuses_other_vocabularies_tasks_and_the_ctranslate2_engine(
     with pytest.raises(SeqlabError, match=r"--ensemble x: its tgt_vocab.json differs") as exc:
         translator.ensemble_with([reordered], ["x"])
     assert "must share their vocabularies" in str(exc.value)
+    with pytest.raises(SeqlabError) as exc:  # named by its run directory by default
+        translator.ensemble_with([reordered])
+    assert f"--ensemble {other}: its tgt_vocab.json differs from {other}'s" in str(exc.value)
     assert vocab  # the files themselves are untouched
 
     def fails(*args, needles):

@@ -467,12 +467,17 @@ class Translator(Predictor):
         )
         return cls(load_weights(model, run), run.cfg, vocabs, run)
 
-    def ensemble_with(self, others: Sequence[Predictor], names: Sequence[str]) -> Translator:
-        """This run and ``others`` (named ``names`` in messages) as one translator whose model
+    def ensemble_with(
+        self, others: Sequence[Predictor], names: Sequence[str] | None = None
+    ) -> Translator:
+        """This run and ``others`` (named ``names`` in messages; default: their run
+        directories) as one translator whose model
         is their :class:`~seqlab.models.ensemble.Ensemble`: the mean of the models' next-token
         probabilities. Tokenising, decoding settings and precision stay this run's, so every
         other run must be a translation run with the same vocabularies and tokenizers."""
         mine = self.run.run_dir if self.run is not None else "this run"
+        if names is None:
+            names = [str(o.run.run_dir) if o.run is not None else repr(o) for o in others]
         for other, name in zip(others, names, strict=True):
             if not isinstance(other, Translator):
                 raise SeqlabError(
