@@ -130,5 +130,7 @@ def test_ensemble_refuses_other_vocabularies_tasks_and_the_ctranslate2_engine(
         "ctranslate2",
         needles=["--ensemble decodes with seqlab", "--engine pytorch"],
     )
+    with pytest.raises(SeqlabError, match="--ensemble decodes with seqlab"):  # Python API too
+        load(mt).ensemble_with([load(mt)]).translate("9 may 1998", engine="ctranslate2")
     assert main(["evaluate", "--checkpoint", str(tiny_runs["cls"]), "--ensemble", str(mt)]) == 2
     assert "--ensemble" in capsys.readouterr().err

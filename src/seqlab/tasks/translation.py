@@ -522,11 +522,7 @@ class Translator(Predictor):
             options.get("length_penalty"),
         )
         heatmaps = bool(options.get("attention_png"))
-        if self.members and (options.get("engine") or "pytorch") != "pytorch":
-            raise SeqlabError(
-                "--ensemble decodes with seqlab (--engine pytorch) only: a CTranslate2 export "
-                "holds one model"
-            )
+        self.check_ensemble_engine(options.get("engine") or "pytorch")
         check_engine(
             options.get("engine") or "pytorch",
             options.get("quantize"),
@@ -537,6 +533,14 @@ class Translator(Predictor):
             raise SeqlabError(
                 f"--attention-png: model.arch={self.cfg.model.arch} has no attention over the "
                 "source to draw (it encodes the source into one vector)"
+            )
+
+    def check_ensemble_engine(self, engine: str) -> None:
+        """An ensemble decodes with seqlab only: a CTranslate2 export holds one model."""
+        if self.members and engine != "pytorch":
+            raise SeqlabError(
+                "--ensemble decodes with seqlab (--engine pytorch) only: a CTranslate2 export "
+                "holds one model"
             )
 
     @property
@@ -622,6 +626,7 @@ class Translator(Predictor):
                 quantize=quantize,
             )[0]
         decode = decode_options(self.cfg.decode, beam, nbest, length_penalty)
+        self.check_ensemble_engine(engine)
         check_engine(engine, quantize, self.cfg.model.arch, need_weights)
         src_ids = [self.source_ids(s) if s.strip() else [] for s in sentences]
         cut = sum(self.is_cut(s) for s in sentences)
