@@ -413,8 +413,8 @@ class Translator(Predictor):
         ),
         Option(
             "--ensemble",
-            "decode with these trained runs too, averaging the models' next-token "
-            "probabilities (their vocabularies and tokenizers must be this run's)",
+            "decode with these trained runs too (each at --which), averaging the models' "
+            "next-token probabilities (their vocabularies and tokenizers must be this run's)",
             ("translate", "evaluate"),
             type="paths",
             role="cli",
