@@ -6,7 +6,9 @@ machine. ``dates`` (``make demo``) and ``vit-vs-cnn`` (an MNIST experiment with 
 its own) are reported by their own commands, not here; ``positions``, ``norm-placement`` and
 ``training-choices`` read The Time Machine (``SEQLAB_DATA_DIR`` or the cache).
 
-Usage: ``python benchmarks/demo_times.py [--only NAME,NAME]``.
+Usage: ``python benchmarks/demo_times.py [--only NAME,NAME] [--keep DIR]`` (``--keep``: each
+demo's figures, JSON and printed summary stay in ``DIR/NAME``; by default they go to a temporary
+folder).
 """
 
 from __future__ import annotations
@@ -35,18 +37,22 @@ def demo_precision() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", help="comma-separated demo names")
+    parser.add_argument("--keep", metavar="DIR", help="keep each demo's output in DIR/NAME")
     args = parser.parse_args()
     names = args.only.split(",") if args.only else [n for n in DEMOS if n not in SKIP]
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.keep or tmp)
         for name in names:
             start = time.monotonic()
             out = subprocess.run(
-                [sys.executable, "-m", "seqlab", "demo", name, "--out", f"{tmp}/{name}"],
+                [sys.executable, "-m", "seqlab", "demo", name, "--out", str(root / name)],
                 capture_output=True,
                 text=True,
             )
             seconds = time.monotonic() - start
+            if args.keep:
+                (root / f"{name}.stdout.txt").write_text(out.stdout + out.stderr)
             rows[name] = {
                 "seconds": round(seconds, 1),
                 "share_of_goal": round(seconds / GOAL_S, 3),

@@ -143,3 +143,19 @@ def tiny_dates_transformer(data=None, train=None):
         "train": {"eval_every": 2, "threads": 1, **(train or {})},
         "decode": {"max_len_a": 0.0, "max_len_b": 12},
     }
+
+
+def png_claiming(width, height):
+    """A PNG file (bytes) whose header claims ``width``×``height`` 1-bit pixels, with one row of
+    data: a decompression bomb's header, built without allocating its pixels."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)  # 1-bit grey, no interlace
+    row = zlib.compress(b"\0" * (1 + (width + 7) // 8))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")

@@ -203,7 +203,8 @@ def test_resuming_a_finished_run_changes_nothing(runs, tmp_path, capsys):
     run = tmp_path / "lm"
     shutil.copytree(runs / "lm", run)
     before = snapshot(run)
-    fails(capsys, ["train", "--resume", run], "has finished", "step budget of 4", "train.epochs")
+    advice = f"seqlab train --resume {run} train.max_steps=8"  # the limit that ended it
+    fails(capsys, ["train", "--resume", run], "has finished", "train.max_steps=4 reached", advice)
     assert snapshot(run) == before
 
 

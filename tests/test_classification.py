@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_offline
+import seqlab
+from conftest import png_claiming, run_offline
 from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.config import (
     CNNTextConfig,
@@ -27,7 +28,7 @@ from seqlab.data.classification import (
     read_labelled_tsv,
     read_user_file,
 )
-from seqlab.data.images import load_image, read_idx
+from seqlab.data.images import ImageTooLarge, load_image, read_idx
 from seqlab.data.parallel import DataWarning
 from seqlab.errors import ConfigError, DataError, SeqlabError
 from seqlab.experiment import train
@@ -198,6 +199,25 @@ def test_images_are_converted_with_a_note_and_non_images_refused(tmp_path):
     text.write_text("not a picture")
     with pytest.raises(DataError, match="notes.png: not an image file"):
         load_image(text, 28, 1)
+
+
+def test_an_image_over_the_pixel_limit_is_refused_from_its_header(tmp_path, tiny_runs):
+    from PIL import Image
+
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(png_claiming(20000, 20000))  # PIL itself refuses to open it
+    with pytest.raises(ImageTooLarge, match=r"bomb.png: the image is 400,000,000 pixels, over"):
+        load_image(bomb, 28, 1)
+    wide = tmp_path / "wide.png"
+    wide.write_bytes(png_claiming(300, 200))
+    with pytest.raises(ImageTooLarge, match=r"wide.png: the image is 300×200 = 60,000 pixels"):
+        load_image(wide, 28, 1, max_pixels=59_999)
+    small = tmp_path / "small.png"
+    Image.new("L", (300, 200)).save(small)
+    assert load_image(small, 28, 1, max_pixels=60_000)[0].shape == (1, 28, 28)
+    classifier = seqlab.load(tiny_runs["vit"])  # the Python API reads images the same way
+    with pytest.raises(SeqlabError, match=r"bomb.png: the image is 400,000,000 pixels"):
+        classifier.classify([small, bomb])
 
 
 def test_config_rules_for_classification():
@@ -371,3 +391,45 @@ def test_masked_pooling_matches_pooling_each_sentence_alone():
     for i, n in enumerate(lengths.tolist()):
         torch.testing.assert_close(masked_mean(x, lengths)[i], x[i, :n].mean(0))
         torch.testing.assert_close(masked_max(x, lengths)[i], x[i, :n].amax(0))
+
+
+def test_unknown_words_are_named_on_the_api_the_command_line_and_in_evaluate(
+    tiny_runs, tmp_path, monkeypatch, capsys
+):
+    """Words the vocabulary lacks are read as <unk>, never silently: the API names the
+    sentence (its index), ``classify`` the input line (blank lines skipped still count),
+    ``evaluate --src`` FILE:LINE, the attention of one sentence "the sentence"."""
+    import io
+
+    from seqlab.cli import main
+    from seqlab.data.vocab import UnknownTokenWarning
+
+    run = tiny_runs["cls"]
+    capsys.readouterr()  # the run's training, if it happened now
+    classifier = seqlab.load(run)
+    told = "2 tokens not in the model's vocabulary, read as <unk>: 'superb'"
+    stdin, src, labels = (tmp_path / name for name in ("in.txt", "src.txt", "labels.txt"))
+    stdin.write_text("great fun\n\na superb superb film\nzzz zzz\n")
+    src.write_text("great fun\na superb superb film\n")
+    labels.write_text("pos\npos\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        classifier.classify(["great fun", "a superb superb film"])
+        classifier.attention("a superb superb film")
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.read_bytes())))
+        assert main(["classify", "--checkpoint", str(run)]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == 3
+        assert (
+            main(["evaluate", "--checkpoint", str(run), "--src", str(src), "--labels", str(labels)])
+            == 0
+        )
+    unknown = [str(w.message) for w in caught if w.category is UnknownTokenWarning]
+    assert unknown == [
+        f"sentence 1: {told}",
+        f"the sentence: {told}",
+        f"input line 3: {told}",
+        f"input line 4: {told.replace('superb', 'zzz')}",
+        "1 of 3 sentences hold no token the model knows (all <unk>; the first is input line 4): "
+        "their labels come from nothing they say",
+        f"{src}:2: {told}",
+    ]

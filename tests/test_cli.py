@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import png_claiming
 from seqlab.cli import main
 
 HAVE_DATA = bool(os.environ.get("SEQLAB_DATA_DIR"))
@@ -72,3 +73,18 @@ def test_unknown_override_key_is_reported(capsys, tmp_path):
     assert main(["train", ref, "train.lrr=1", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "train.lrr: unknown key" in err and "with overrides train.lrr=1" in err
+
+
+def test_an_image_claiming_too_many_pixels_is_a_one_line_error(tiny_runs, tmp_path, capsys):
+    from PIL import Image
+
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(png_claiming(20000, 20000))  # a decompression bomb's header, 100 bytes
+    assert main(["classify", "--checkpoint", str(tiny_runs["vit"]), str(bomb)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    limit = Image.MAX_IMAGE_PIXELS  # PIL's own, unless the caller sets one
+    assert captured.err == (
+        f"seqlab: error: {bomb}: the image is 400,000,000 pixels, over the limit of {limit:,} "
+        "pixels; nothing was decoded (the model reads 28×28: shrink the image first)\n"
+    )

@@ -68,6 +68,16 @@ def test_cross_field_check(tmp_path):
         load_config(write(tmp_path, {"data": {"src_lang": "de", "tgt_lang": "de"}}))
 
 
+@pytest.mark.parametrize(
+    ("average", "keep", "kept"), [(4, 2, 4), (3, 2, 3), (2, 5, 5), (0, 2, 2), (1, 1, 1)]
+)
+def test_pruning_keeps_the_checkpoints_average_last_needs_beyond_keep_last(average, keep, kept):
+    """train.average_last above train.keep_last is accepted (a run written with it stays
+    readable) and raises the checkpoints kept to what the average needs."""
+    cfg = config_from_dict({"train": {"average_last": average, "keep_last": keep}})
+    assert cfg.train.checkpoints_kept == kept
+
+
 def test_overrides_are_typed_and_validated(tmp_path):
     path = write(tmp_path, {"data": {"dataset": "timemachine"}, "model": {"arch": "rnn_lm"}})
     cfg = load_config(path, ["train.lr=3e-4", "model.num_layers=3", "train.max_steps=10"])

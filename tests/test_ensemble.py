@@ -97,6 +97,25 @@ def test_evaluate_with_ensemble_scores_the_runs_together(tiny_runs, capsys):
     assert joined.evaluate("test").to_json()["bleu"] == pytest.approx(both["bleu"], abs=1e-9)
 
 
+def test_ensemble_with_takes_run_directories_and_translators_one_or_a_list(tiny_runs):
+    mt, bahdanau = tiny_runs["mt"], tiny_runs["bahdanau"]
+    translator = load(mt)
+    expected = translator.ensemble_with([load(bahdanau)]).translate("9 may 1998")
+    for others in (str(bahdanau), bahdanau, [str(bahdanau)], (bahdanau,), load(bahdanau)):
+        joined = translator.ensemble_with(others)
+        assert joined.translate("9 may 1998") == expected, others
+        assert str(bahdanau) in joined.checkpoint
+    for wrong, named in ((3, "int"), ([bahdanau, {"run": 1}], "dict in the list")):
+        with pytest.raises(TypeError, match=f"run directories .str or Path. .*got {named}"):
+            translator.ensemble_with(wrong)
+    with pytest.raises(SeqlabError, match="run directory not found"):
+        translator.ensemble_with(str(bahdanau) + "-missing")
+    with pytest.raises(SeqlabError, match="translation runs only"):
+        translator.ensemble_with(tiny_runs["cls"])
+    with pytest.raises(SeqlabError, match="ensemble_with: 2 names for 1 runs"):
+        translator.ensemble_with(bahdanau, ["a", "b"])
+
+
 def test_ensemble_refuses_other_vocabularies_tasks_and_the_ctranslate2_engine(
     tiny_runs, tmp_path, capsys
 ):

@@ -135,6 +135,30 @@ def test_csv_column_and_missing_values(tmp_path):
         read_series_csv(path, "nope")
 
 
+def test_a_missing_value_or_column_names_the_setting_of_whoever_reads_the_csv(
+    tmp_path, tiny_runs, capsys
+):
+    """A training run's CSV is told data.missing / data.column, ``seqlab forecast --input``
+    its options (a forecast takes no config overrides); following the advice works."""
+    from seqlab.cli import main
+
+    path = write(tmp_path, "v\n" + "".join(f"{t}\n" if t != 3 else "nan\n" for t in range(16)))
+    fix = "fill it, or set {}: interpolate or drop"
+    with pytest.raises(
+        DataError, match=r"s\.csv:5: missing value .*" + fix.format(r"data\.missing")
+    ):
+        read_series_csv(path)
+    with pytest.raises(DataError, match=r"no column 'x' in the header \('v'\); set data\.column "):
+        read_series_csv(path, "x")
+    argv = ["forecast", "--checkpoint", str(tiny_runs["fc"]), "--input", str(path), "--steps", "2"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.endswith(fix.format("--missing") + "\n")
+    assert main([*argv, "--column", "x"]) == 2
+    assert "; set --column to one of them" in capsys.readouterr().err
+    assert main([*argv, "--missing", "drop"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2  # the two forecast steps
+
+
 def test_csv_bad_cells_name_file_and_line(tmp_path):
     with pytest.raises(DataError, match=r"b\.csv:3: 'abc' in column 'v' is not a number"):
         read_series_csv(write(tmp_path, "v\n1\nabc\n", "b.csv"))

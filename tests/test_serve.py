@@ -31,6 +31,7 @@ with warnings.catch_warnings():  # newer Starlette prefers httpx2 for its test c
     from fastapi.testclient import TestClient
 
 import seqlab  # noqa: E402
+from conftest import png_claiming  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.serve import Limits, create_app  # noqa: E402
 from seqlab.serve.handlers import TranslationHandler  # noqa: E402
@@ -288,7 +289,13 @@ def test_forecast_from_values_and_from_a_csv(api, models):
     assert read[3] == pytest.approx((history[2] + history[4]) / 2)
     assert r.json()["forecast"] == pytest.approx(fc.forecast(read, 3), abs=1e-6)
     r = api.post("/forecast", json={"csv": csv, "steps": 3})
-    assert r.status_code == 422 and "csv:5: missing value in column 'value'" in r.json()["error"]
+    assert r.status_code == 422 and r.json()["error"] == (  # what a client can do, no config
+        "csv:5: missing value in column 'value'; fill it, or set \"missing\" in the request: "
+        "interpolate or drop"
+    )
+    r = api.post("/forecast", json={"csv": csv, "column": "x", "missing": "drop", "steps": 3})
+    assert r.status_code == 422
+    assert r.json()["error"].endswith('; set "column" in the request to one of them')
     r = api.post("/forecast", json={"csv": "t,v\n1,2\n2,abc\n", "steps": 3})
     assert r.status_code == 422 and "csv:3: 'abc'" in r.json()["error"]
     r = api.post("/forecast", json={"history": [1.0, 2.0], "steps": 3})
@@ -415,6 +422,18 @@ def test_every_limit_answers_with_its_name(small, route, body, status, limit):
     r = small.post(route, json=body)
     assert r.status_code == status, r.text
     assert r.json()["limit"] == limit and limit in r.json()["error"]
+
+
+@pytest.mark.parametrize("side", [5000, 20000])  # PIL opens the first, refuses the second
+def test_an_image_claiming_too_many_pixels_is_413_before_it_is_decoded(api, side):
+    bomb = base64.b64encode(png_claiming(side, side)).decode()  # a bomb's header, 100 bytes
+    for image in (bomb, [png(digit()), bomb]):
+        r = api.post("/classify", json={"model": "vit", "image": image})
+        assert r.status_code == 413, r.text
+        body = r.json()
+        assert body["limit"] == "max_image_pixels" and f"{side * side:,}" in body["error"]
+        assert "max_image_pixels=16777216" in body["error"]
+    assert api.post("/classify", json={"model": "vit", "image": png(digit())}).status_code == 200
 
 
 def test_a_streamed_body_over_the_limit_is_refused(small):
@@ -777,6 +796,18 @@ def test_command_line_errors(tiny_runs, tmp_path, capsys):
         assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("port", ["99999", "65536", "0", "http"])
+def test_a_port_out_of_range_is_refused_by_the_parser(tiny_runs, capsys, port):
+    from seqlab.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", str(tiny_runs["mt"]), "--port", port])
+    assert stopped.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "http://" not in captured.err
+    assert captured.err.splitlines()[-1].startswith("seqlab serve: error: argument --port: ")
+
+
 def test_sigterm_finishes_the_requests_in_flight_and_exits(tiny_runs, tmp_path):
     port = _free_port()
     key = tmp_path / "key"
@@ -902,3 +933,89 @@ def test_only_a_closed_standard_stream_ends_a_command_quietly(tiny_runs, monkeyp
     monkeypatch.setattr(uvicorn.Server, "run", broken)
     with pytest.raises(BrokenPipeError):
         main(["serve", str(tiny_runs["mt"]), "--port", str(_free_port()), "--engine", "seqlab"])
+
+
+# ------------------------------------------------------- nothing altered or coerced silently
+def test_responses_name_the_texts_with_unknown_tokens_as_the_api_does(api, models):
+    """The same input warned about by the Python API is listed in the response's ``warnings``
+    (declared in the OpenAPI schema); the server's workers raise no Python warning for it."""
+    told = "2 tokens not in the model's vocabulary, read as <unk>:"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = api.post(
+            "/translate", json={"model": "mt", "text": ["May 9, 1998", "9 May \u2603\u2603"]}
+        )
+        assert r.status_code == 200 and r.json()["warnings"] == [f"text 2: {told} '\u2603'"]
+        r = api.post(
+            "/translate", json={"model": "mt", "text": "9 May \u2603\u2603", "attention": True}
+        )
+        assert r.json()["warnings"] == [f"text 1: {told} '\u2603'"]
+        r = api.post("/classify", json={"model": "cls", "text": ["great fun", "zzz zzz"]})
+        assert r.status_code == 200 and r.json()["warnings"] == [f"text 2: {told} 'zzz'"]
+        r = api.post("/translate", json={"model": "mt", "text": "May 9, 1998"})
+        assert r.json()["warnings"] == []
+        request = {"model": "lm", "prefix": "the QQ", "tokens": 3}
+        whole = api.post("/generate", json=request).json()
+        assert whole["warnings"] == [f"prefix: {told} 'Q'"]
+        with api.stream("POST", "/generate", json={**request, "stream": True}) as s:
+            assert _events(s.read().decode())[-1] == ("done", whole)
+    assert not [w for w in caught if "vocabulary" in str(w.message)]
+    with pytest.warns(UserWarning, match=f"sentence 1: {told} '\u2603'"):
+        models["mt"].translate(["May 9, 1998", "9 May \u2603\u2603"])
+    schemas = api.get("/openapi.json").json()["components"]["schemas"]
+    for name in ("TranslateResponse", "ClassifyResponse", "GenerateResponse"):
+        assert schemas[name]["properties"]["warnings"]["type"] == "array"
+
+
+@pytest.mark.parametrize(
+    ("route", "field", "value"),
+    [
+        ("/translate", "beam", "5"),
+        ("/translate", "beam", 5.0),
+        ("/translate", "beam", True),
+        ("/translate", "nbest", 2.0),
+        ("/translate", "text", 5),
+        ("/translate", "attention", 1),
+        ("/translate", "length_penalty", "1.0"),
+        ("/classify", "text", ["great fun", 7]),
+        ("/generate", "tokens", "3"),
+        ("/generate", "seed", 1.0),
+        ("/generate", "prefix", 5),
+        ("/generate", "stream", "false"),
+        ("/forecast", "steps", 2.0),
+        ("/forecast", "history", [1.0, "2"]),
+    ],
+)
+def test_a_field_of_the_wrong_json_type_is_422_naming_it_never_converted(api, route, field, value):
+    body = {
+        "/translate": {"model": "mt", "text": "May 9, 1998", "beam": 2},
+        "/classify": {"model": "cls", "text": "great fun"},
+        "/generate": {"model": "lm", "prefix": "the", "tokens": 2},
+        "/forecast": {"model": "fc", "history": [0.1, 0.2, 0.3, 0.4, 0.5], "steps": 2},
+    }[route]
+    r = api.post(route, json={**body, field: value})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"].startswith(f"{field}") and "Input should be" in r.json()["error"]
+    assert api.post(route, json=body).status_code == 200  # the right types are taken
+
+
+def test_a_whole_number_is_taken_for_a_float_field(api):
+    r = api.post("/translate", json={"model": "mt", "text": "x", "beam": 2, "length_penalty": 1})
+    assert r.status_code == 200, r.text
+    r = api.post("/generate", json={"model": "lm", "prefix": "the", "tokens": 2, "temperature": 1})
+    assert r.status_code == 200, r.text
+    r = api.post("/forecast", json={"model": "fc", "history": [1, 2, 3, 4, 5], "steps": 1})
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("char", ["\r", "\x0c", "\x85", "\u2028", "\u2029"])
+def test_a_text_holding_an_odd_line_break_is_422_naming_it(api, char):
+    name = f"U+{ord(char):04X}"
+    for route, body, where in [
+        ("/translate", {"model": "mt", "text": ["May 9, 1998", f"9 May{char}1998"]}, "text 2"),
+        ("/classify", {"model": "cls", "text": f"great{char}fun"}, "text"),
+        ("/generate", {"model": "lm", "prefix": f"the{char}time", "tokens": 2}, "prefix"),
+    ]:
+        r = api.post(route, json=body)
+        assert r.status_code == 422, r.text
+        assert r.json()["error"].startswith(f"{where} holds {name} (")

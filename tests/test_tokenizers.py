@@ -8,6 +8,7 @@ from seqlab.data.tokenizers import (
     normalize_text,
     save_tokenizer,
 )
+from seqlab.data.vocab import Vocab, unknown_tokens
 from seqlab.errors import DataError
 
 
@@ -58,6 +59,19 @@ def test_subword_round_trip_and_deterministic(sentences, model_type, tmp_path):
     save_tokenizer(tok, tmp_path, "src")
     loaded = load_tokenizer(tmp_path, "src")
     assert loaded.tokenize(sentences[0]) == tok.tokenize(sentences[0])
+
+
+def test_subword_pieces_that_read_as_unk_are_the_unknown_tokens(sentences):
+    """SentencePiece keeps characters it never saw as pieces of their own ('z', '!'), and some
+    of its pieces were never counted into seqlab's vocabulary: each reads as <unk>, and
+    :func:`unknown_tokens` names exactly those."""
+    tok = SubwordTokenizer.train(sentences, vocab_size=60)
+    vocab = Vocab([tok.tokenize(s) for s in sentences])
+    pieces = tok.tokenize("the zebra sat, quickly!")
+    unknown = unknown_tokens(vocab, pieces)
+    assert {"z", ",", "!"} <= set(unknown)
+    assert unknown == [p for p in pieces if vocab[p] == vocab.unk]
+    assert unknown_tokens(vocab, tok.tokenize(sentences[0])) == []
 
 
 @pytest.mark.parametrize("tok", [CharTokenizer("letters"), WordTokenizer("nmt")])

@@ -19,7 +19,7 @@ from precision_helpers import PRECISIONS, assert_close_in
 from seqlab import load
 from seqlab.checkpoints import load_safetensors, read_meta
 from seqlab.config import config_from_dict
-from seqlab.errors import CheckpointError
+from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.experiment import train
 from seqlab.rundir import RunDir
 from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
@@ -503,3 +503,125 @@ def test_training_further_after_the_kept_average_continues_the_trained_state(tmp
         assert torch.equal(weight, expected)  # bit-identical to the run trained 30 steps at once
     again = further.average_last(4)
     assert again["steps"] == [15, 20, 25, 30]  # the kept average (21) is not averaged again
+
+
+@pytest.mark.parametrize(
+    ("limit", "reason", "lifted"),
+    [
+        ({"max_steps": 10}, "train.max_steps=10 reached", {"max_steps": 20}),
+        ({"epochs": 1}, "train.epochs=1 done", {"epochs": 2}),
+        ({"epochs": 1, "max_steps": 10}, "train.max_steps=10", {"max_steps": 20, "epochs": 2}),
+    ],
+)
+def test_a_finished_run_names_the_limit_that_stopped_it_and_the_override_that_continues(
+    tmp_path, limit, reason, lifted
+):
+    """Resuming a finished run is refused with the limit it reached (an epoch of ToyData is 10
+    steps) and the overrides that lift every limit reached; following that advice trains on."""
+
+    def trainer_for(train):
+        torch.manual_seed(0)
+        cfg = config_from_dict({"train": {"eval_every": 5, "log_every": 5, "epochs": 100, **train}})
+        return Trainer(
+            torch.nn.Linear(3, 1),
+            lambda m, x, state: LossOutput(m(x).pow(2).mean(), x.shape[0]),
+            ToyData(),
+            cfg.train,
+            tmp_path,
+            evaluate=lambda m: {"val_loss": 1.0},
+            extra_meta={"arch": "linear"},
+        )
+
+    trainer_for(limit).fit()
+    with pytest.raises(SeqlabError, match="has finished") as exc:
+        trainer_for(limit).restore(RunDir(tmp_path).resume_checkpoint())
+    refused, advice = str(exc.value).split(f"seqlab train --resume {tmp_path} ")
+    assert reason in refused
+    overrides = dict(item.removeprefix("train.").split("=") for item in advice.split())
+    assert {k: int(v) for k, v in overrides.items()} == lifted
+    further = trainer_for(lifted)
+    further.restore(RunDir(tmp_path).resume_checkpoint())
+    further.fit()
+    assert further.pos.step == 20
+
+
+def test_the_training_summary_says_which_way_best_goes_and_gives_the_last(tmp_path):
+    """val_loss: the best is the lowest. The summary gives the direction and the last value
+    beside the best, and each validation line names the best by its metric and direction."""
+    stream = io.StringIO()
+    stream.isatty = lambda: False  # plain lines
+    cfg = config_from_dict(tiny_config(tmp_path, max_steps=10, eval_every=5))
+    summary = train(cfg, tmp_path / "run", callbacks=[ProgressBar(stream)])
+    evals = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "eval"]
+    values = [r["val_loss"] for r in evals]
+    assert summary["select"] == "val_loss" and summary["select_mode"] == "min"
+    assert summary["best"] == min(values) and summary["last"] == values[-1]
+    lines = [line for line in stream.getvalue().splitlines() if line.startswith("eval @")]
+    assert len(lines) == 2 and all("best (lowest val_loss) " in line for line in lines)
+
+
+def test_the_kept_average_takes_no_place_of_the_checkpoints_the_next_average_needs(tmp_path):
+    """train.keep_last = train.average_last = 4: a run trained further after its average was
+    kept (as the best) still has the last 4 trained checkpoints to average, not 3."""
+
+    def trainer_for(max_steps, falling):
+        torch.manual_seed(0)
+        cfg = config_from_dict(
+            {"train": {"eval_every": 5, "max_steps": max_steps, "keep_last": 4, "average_last": 4}}
+        ).train
+        calls = iter(range(100, 0, -1) if falling else range(200, 300))
+        return Trainer(
+            torch.nn.Linear(3, 1),
+            lambda m, x, state: LossOutput(m(x).pow(2).mean(), x.shape[0]),
+            ToyData(),
+            cfg,
+            tmp_path,
+            evaluate=lambda m: {"val_loss": float(next(calls))},
+            extra_meta={"arch": "linear"},
+        )
+
+    run = RunDir(tmp_path)
+    first = trainer_for(20, falling=True)
+    first.fit()
+    assert first.average_last(4)["is_best"] and run.pointer("best") == 21  # the average
+    further = trainer_for(30, falling=False)  # worse from here on: the average stays the best
+    further.restore(run.resume_checkpoint())
+    further.fit()
+    assert run.steps() == [15, 20, 21, 25, 30] and run.pointer("best") == 21
+    assert further.average_last(4)["steps"] == [15, 20, 25, 30]
+
+
+@pytest.mark.parametrize(("keep_last", "max_steps"), [(2, 30), (1, 30), (2, 15)])
+def test_average_last_averages_as_many_checkpoints_as_it_says_whatever_keep_last(
+    tmp_path, keep_last, max_steps
+):
+    """train.average_last=4 with train.keep_last below it: pruning keeps the last 4 trained
+    checkpoints, so the average takes 4; a run that saved only 3 averages those and says so."""
+    cfg = config_from_dict(
+        {
+            "train": {
+                "eval_every": 5,
+                "max_steps": max_steps,
+                "keep_last": keep_last,
+                "average_last": 4,
+            }
+        }
+    ).train
+    calls = iter(range(100, 0, -1))
+    trainer = Trainer(
+        torch.nn.Linear(3, 1),
+        lambda m, x, state: LossOutput(m(x).pow(2).mean(), x.shape[0]),
+        ToyData(),
+        cfg,
+        tmp_path,
+        evaluate=lambda m: {"val_loss": float(next(calls))},
+    )
+    trainer.fit()
+    last = list(range(5, max_steps + 1, 5))[-4:]
+    assert RunDir(tmp_path).steps() == last  # the best (the last) among them
+    averaged = trainer.average_last(cfg.average_last)
+    assert averaged["steps"] == last
+    if len(last) == 4:
+        assert "note" not in averaged
+    else:
+        assert averaged["note"] == "average of 3, not 4: only 3 trained checkpoints are there"

@@ -237,3 +237,36 @@ def test_length_penalty_option_ranks_beams_as_the_config_would(dates_run):
     for bad in (-0.1, float("nan"), True, "1"):
         with pytest.raises(SeqlabError, match="length penalty must be a number from 0 to 10"):
             m.translate(sources, beam=3, length_penalty=bad)
+
+
+def test_unknown_source_tokens_are_named_on_the_api_the_command_line_and_in_evaluate(
+    tiny_runs, tmp_path, capsys
+):
+    """A character the run's vocabulary lacks is read as <unk>, never silently: the API names
+    the sentence (its index), the command line the input line, ``evaluate --src`` FILE:LINE;
+    a known sentence warns nothing."""
+    from seqlab.data.vocab import UnknownTokenWarning
+
+    run = tiny_runs["mt"]
+    capsys.readouterr()  # the run's training, if it happened now
+    mt = load(run)
+    lines = ["May 9, 1998", "May 9, 1998 \u2603\u20ac\u2603"]
+    told = "3 tokens not in the model's vocabulary, read as <unk>: '\u2603', '\u20ac'"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mt.translate(lines)
+        mt.hypotheses(lines[1])
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (UnknownTokenWarning, f"sentence 1: {told}"),
+        (UnknownTokenWarning, f"sentence 0: {told}"),
+    ]
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("".join(line + "\n" for line in lines))
+    ref.write_text("1998-05-09\n1998-05-09\n")
+    with warnings.catch_warnings(record=True) as caught:  # the CLI prints each as one line
+        warnings.simplefilter("always")
+        assert main(["translate", "--checkpoint", str(run), "--input", str(src)]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == 2
+        evaluate = ["evaluate", "--checkpoint", str(run), "--src", str(src), "--ref", str(ref)]
+        assert main(evaluate) == 0
+    assert [str(w.message) for w in caught] == [f"input line 2: {told}", f"{src}:2: {told}"]

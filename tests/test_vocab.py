@@ -1,9 +1,19 @@
 import json
 import random
+import warnings
 
 import pytest
 
-from seqlab.data.vocab import RESERVED, Vocab
+from seqlab.data.vocab import (
+    RESERVED,
+    WARNED_INPUTS,
+    UnknownTokenWarning,
+    Vocab,
+    quiet_unknown,
+    unknown_messages,
+    unknown_tokens,
+    warn_unknown,
+)
 from seqlab.errors import DataError
 
 
@@ -75,3 +85,36 @@ def test_bad_vocab_files(tmp_path, content, message):
     with pytest.raises(DataError, match=message) as exc:
         Vocab.load(path)
     assert str(path) in str(exc.value)
+
+
+def test_unknown_tokens_are_named_a_few_then_counted_and_so_are_the_inputs():
+    v = Vocab([["a", "b"]])
+    assert unknown_tokens(v, ["a", "x", "b", "<unk>", "y", "x"]) == ["x", "y", "x"]
+    many = [f"t{i}" for i in range(8)] + ["t0"]
+    assert unknown_messages([("input line 3", many), ("input line 4", [])]) == [
+        "input line 3: 9 tokens not in the model's vocabulary, read as <unk>: "
+        "'t0', 't1', 't2', 't3', 't4' and 3 more"
+    ]
+    assert unknown_messages([("the prefix", ["\u2603"])]) == [
+        "the prefix: 1 token not in the model's vocabulary, read as <unk>: '\u2603'"
+    ]
+    found = [(f"sentence {i}", ["x", "x"]) for i in range(WARNED_INPUTS + 15)]
+    messages = unknown_messages(found)
+    assert len(messages) == WARNED_INPUTS + 1  # bounded, whatever the number of inputs
+    assert messages[-2].startswith(f"sentence {WARNED_INPUTS - 1}: 2 tokens")
+    assert messages[-1] == (
+        "and 15 more inputs with tokens not in the model's vocabulary (30 tokens), read as <unk>"
+    )
+
+
+def test_unknown_tokens_warn_one_warning_per_input_except_inside_quiet_unknown():
+    found = [("sentence 0", ["x"]), ("sentence 1", []), ("sentence 2", ["y"])]
+    with pytest.warns(UnknownTokenWarning) as caught:
+        warn_unknown(found)
+    assert [str(w.message)[:10] for w in caught] == ["sentence 0", "sentence 2"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with quiet_unknown():
+            warn_unknown(found)
+    with pytest.warns(UnknownTokenWarning):  # quiet for that block only
+        warn_unknown(found)

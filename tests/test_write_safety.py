@@ -267,8 +267,9 @@ def test_evaluate_output_refuses_a_symlink_and_special_files(runs, tmp_path, cap
     fails(capsys, [*argv, fifo], "named pipe")
     assert fifo.exists() and not fifo.is_file()
     regular = tmp_path / "hyps.txt"
-    regular.write_text("old")
-    assert main([str(a) for a in [*argv, regular]]) == 0  # a regular file the user named
+    regular.write_text("old")  # a regular file the user named: replaced only with --force
+    fails(capsys, [*argv, regular], regular, "--force", "nothing was written")
+    assert main([str(a) for a in [*argv, regular, "--force"]]) == 0
     assert regular.read_text().count("\n") == 1
 
 

@@ -218,14 +218,19 @@ class TrainConfig(Strict):
         description="steps between checkpoints written without validation (finer checkpoints "
         "for train.average_last); None = at validations only",
     )
-    keep_last: Positive = 2
+    keep_last: Positive = Field(
+        2,
+        description="the last N trained checkpoints are kept, and the best (an end-of-training "
+        "average takes none of their places); train.average_last more when it asks for more",
+    )
     early_stopping_patience: NonNegative = Field(
         0, description="evaluations without improvement; 0 = off"
     )
     average_last: NonNegative = Field(
         0,
         description="average the last N checkpoints at the end; kept if it beats the best on "
-        "validation (for translation with a beam decode section, by that beam search)",
+        "validation (for translation with a beam decode section, by that beam search); the last "
+        "N trained checkpoints are kept for it, also beyond train.keep_last",
     )
 
     @model_validator(mode="after")
@@ -240,6 +245,16 @@ class TrainConfig(Strict):
                 "schedule inverse_sqrt is defined by train.warmup_steps; warmup_fraction does not apply"
             )
         return self
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """How many trained checkpoints pruning keeps besides the best: ``keep_last``, or
+        ``average_last`` when that is more. The average asked for needs them at the end, which
+        may come at any validation (a time budget, early stopping), so they are kept throughout.
+        Raised rather than refused: ``keep_last`` (2 unless set) bounds the disk a run uses,
+        ``average_last`` is the result asked for; and a refusal in validation would also make
+        runs written before unreadable (their ``config.yaml`` is validated when read)."""
+        return max(self.keep_last, self.average_last)
 
 
 class DecodeConfig(Strict):

@@ -63,3 +63,33 @@ class Selection:
         if best is None or not math.isfinite(best):
             return True
         return value < best if self.mode == "min" else value > best
+
+
+#: metrics (by name, without ``val_``/``train_`` and any suffix) of which higher is better
+HIGHER_IS_BETTER = ("bleu", "chrf", "acc", "accuracy", "f1", "exact")
+#: metrics of which lower is better: losses, perplexities, errors
+LOWER_IS_BETTER = ("loss", "ppl", "perplexity", "rmse", "mae", "mse")
+
+
+def direction(metric: str) -> Literal["min", "max"] | None:
+    """Whether a lower (``min``) or a higher (``max``) value of ``metric`` is better, from its
+    name (``val_bleu``, ``val_bleu_paper``: max; ``val_loss``, ``val_rmse``: min); None for a
+    name that is neither, of which no value may be called the best."""
+    base = metric.removeprefix("val_").removeprefix("train_").split("_")[0]
+    if base in HIGHER_IS_BETTER:
+        return "max"
+    if base in LOWER_IS_BETTER:
+        return "min"
+    return None
+
+
+def best_of(metric: str, values: list[float]) -> tuple[int, str] | None:
+    """The index of the best of ``values`` of ``metric`` (the first, on a tie) and the direction
+    in words (``lowest`` or ``highest``); None when the direction is unknown
+    (:func:`direction`) or no value is finite."""
+    mode = direction(metric)
+    finite = [i for i, v in enumerate(values) if math.isfinite(v)]
+    if mode is None or not finite:
+        return None
+    pick = min if mode == "min" else max
+    return pick(finite, key=values.__getitem__), "lowest" if mode == "min" else "highest"

@@ -6,39 +6,96 @@ in the same folder, then ``os.replace``), so a reader never sees a half-written 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.colors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.text  # noqa: E402
 import torch  # noqa: E402
+from matplotlib import category, ticker  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from seqlab.io import atomic_open  # noqa: E402
 
-#: every text is drawn as written: a token, sentence or label holding ``$`` (``$x_{2}$``,
-#: ``$\frac{$``) is not mathtext, and no LaTeX runs whatever the user's matplotlibrc says
-PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+#: while drawing: no LaTeX runs whatever the user's matplotlibrc says, and the tick labels
+#: matplotlib makes while drawing are mathtext (a log axis's ``$\mathdefault{10^{2}}$``)
+DRAWING = {"text.usetex": False, "text.parse_math": True}
+#: formatters whose tick labels are the caller's own strings (tokens, class names), not numbers
+USER_TICK_LABELS = (
+    ticker.FixedFormatter,
+    ticker.FuncFormatter,
+    ticker.StrMethodFormatter,
+    ticker.FormatStrFormatter,
+    category.StrCategoryFormatter,
+)
+
+
+def literal_user_text(fig: Figure) -> None:
+    """Draw every text of ``fig`` as written except what matplotlib's number formatters make.
+
+    Titles, axis labels, legend entries, annotations and tick labels given as strings (tokens
+    holding ``$``: ``$x_{2}$``, ``$\\frac{$``) are not mathtext; the tick labels and offset text
+    of a number formatter (log axes ``10^{2}``, colour bars, ``×10^6``) are, so they render
+    instead of showing ``$\\mathdefault{…}$`` (matplotlib decides per text:
+    ``Text.get_parse_math``). Tick labels shown later are made now, so that each gets its axis's
+    setting (a new one would take :data:`DRAWING`'s).
+    """
+    for text in fig.findobj(matplotlib.text.Text):
+        text.set_usetex(False)
+        text.set_parse_math(False)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            made = not isinstance(axis.get_major_formatter(), USER_TICK_LABELS)
+            axis.offsetText.set_parse_math(made)
+            axis.get_major_ticks(len(axis.get_majorticklocs()))
+            axis.get_minor_ticks(len(axis.get_minorticklocs()))
+            for ticks, formatter in (
+                (axis.majorTicks, axis.get_major_formatter()),
+                (axis.minorTicks, axis.get_minor_formatter()),
+            ):
+                made = not isinstance(formatter, USER_TICK_LABELS)
+                for tick in ticks:
+                    tick.label1.set_parse_math(made)
+                    tick.label2.set_parse_math(made)
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
-    """Write ``fig`` as a PNG at ``path`` atomically and close it; all its text is plain text
-    (:data:`PLAIN_TEXT`)."""
+    """Write ``fig`` as a PNG at ``path`` atomically and close it; user text is drawn as
+    written, matplotlib's own tick labels as math (:func:`literal_user_text`)."""
     path = Path(path)
     try:
-        for text in fig.findobj(matplotlib.text.Text):
-            text.set_parse_math(False)
-            text.set_usetex(False)
-        # tick labels made while drawing take the settings from here
-        with matplotlib.rc_context(PLAIN_TEXT), atomic_open(path, "wb") as fh:
+        literal_user_text(fig)
+        with matplotlib.rc_context(DRAWING), atomic_open(path, "wb") as fh:
             fig.savefig(fh, format="png", dpi=dpi, bbox_inches="tight")
     finally:
         plt.close(fig)
     return path
+
+
+def attention_png_name(number: int) -> str:
+    """File name of input ``number``'s attention heatmap, the same for ``seqlab translate
+    --attention-png`` and the demos: ``attention-0001.png`` (inputs counted from 1)."""
+    return f"attention-{number:04d}.png"
+
+
+def reference_lines(
+    ax: Axes,
+    hlines: Mapping[str, float] | None = None,
+    vlines: Mapping[str, float] | None = None,
+) -> None:
+    """Dashed reference lines, each named in the legend: horizontal at a value (a noise floor,
+    a baseline's loss), vertical at an x (the trained length, where the test split starts)."""
+    styles = iter(["--", ":", "-.", (0, (5, 2, 1, 2))] * 4)
+    for name, y in (hlines or {}).items():
+        ax.axhline(y, color="0.35", linestyle=next(styles), linewidth=1.2, label=name)
+    for name, x in (vlines or {}).items():
+        ax.axvline(x, color="0.35", linestyle=next(styles), linewidth=1.2, label=name)
 
 
 def attention_figure(
@@ -49,7 +106,8 @@ def attention_figure(
     xlabel: str = "Keys",
     ylabel: str = "Queries",
 ) -> Figure:
-    """Heatmap of one attention matrix: row i = query i, column j = key j.
+    """Heatmap of one attention matrix: row i = query i, column j = key j; the colour bar is
+    the attention weight, from 0.
 
     Any attention fits: pick one layer/head of a stack's per-layer weights, e.g.
     ``weights[layer][batch, head]``, or a kernel-regression matrix.
@@ -71,8 +129,8 @@ def attention_figure(
     width = min(max(3.0, 0.3 * num_k + 1.5), 16.0) if x_tokens is not None else 6.0
     height = min(max(2.5, 0.3 * num_q + 1.0), 16.0) if y_tokens is not None else 5.0
     fig, ax = plt.subplots(figsize=(width, height))
-    image = ax.imshow(data, cmap="Reds", aspect="auto", interpolation="nearest")
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    image = ax.imshow(data, cmap="Reds", vmin=0, aspect="auto", interpolation="nearest")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
     if x_tokens is not None:
         ax.set_xticks(range(num_k), labels=list(x_tokens), rotation=90)
     if y_tokens is not None:
@@ -110,8 +168,12 @@ def plot_heatmap(
     ylabel: str = "",
     cmap: str = "RdBu_r",
     symmetric: bool = True,
+    colorbar_label: str = "",
+    levels: Sequence[str] | None = None,
 ) -> Path:
-    """A matrix as an image (row 0 at the top), colour scale centred on 0 when ``symmetric``.
+    """A matrix as an image (row 0 at the top), rows and columns ticked at whole indices, colour
+    scale centred on 0 when ``symmetric``; with ``levels`` the entries are 0, 1, … and each gets
+    one colour, named on the colour bar (bits: ``["0", "1"]``).
 
     Shape:
         matrix ``(R, C)``.
@@ -120,8 +182,18 @@ def plot_heatmap(
     fig, ax = plt.subplots(figsize=(6.0, 4.5))
     limit = float(abs(data).max()) or 1.0
     bounds = {"vmin": -limit, "vmax": limit} if symmetric else {}
-    image = ax.imshow(data, cmap=cmap, aspect="auto", interpolation="nearest", **bounds)
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    colours: str | matplotlib.colors.Colormap = cmap
+    if levels is not None:
+        colours = matplotlib.colors.ListedColormap(
+            plt.get_cmap(cmap)(torch.linspace(0.2, 0.8, len(levels)).tolist())
+        )
+        bounds = {"vmin": -0.5, "vmax": len(levels) - 0.5}
+    image = ax.imshow(data, cmap=colours, aspect="auto", interpolation="nearest", **bounds)
+    bar = fig.colorbar(image, ax=ax, shrink=0.8, label=colorbar_label)
+    if levels is not None:
+        bar.set_ticks(range(len(levels)), labels=list(levels))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -138,27 +210,41 @@ def plot_lines(
     xlabel: str = "x",
     ylabel: str = "y",
     logx: bool = False,
+    logy: bool = False,
+    hlines: Mapping[str, float] | None = None,
+    vlines: Mapping[str, float] | None = None,
+    ymin: float | None = None,
 ) -> Path:
     """Line plot of several named curves over ``x``, optionally with scattered points
-    (``logx``: logarithmic x axis, each value marked).
+    (``logx``: logarithmic x axis, each value marked and, up to 12 of them, ticked;
+    ``logy``: logarithmic y axis, for curves that span decades), named reference lines
+    (:func:`reference_lines`) and the y axis starting at ``ymin`` (an error from 0).
 
     Shape:
         x ``(N,)``, each series ``(N,)``, points ``((M,), (M,))``.
     """
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    xs = x.detach().cpu().numpy()
     for name, y in series.items():
-        ax.plot(
-            x.detach().cpu().numpy(), y.detach().cpu().numpy(), "o-" if logx else "-", label=name
-        )
+        ax.plot(xs, y.detach().cpu().numpy(), "o-" if logx else "-", label=name)
     if logx:
         ax.set_xscale("log")
+        if len(set(xs.tolist())) <= 12:
+            ax.set_xticks(xs, labels=[f"{v:,g}" for v in xs.tolist()])
+            ax.xaxis.set_minor_locator(ticker.NullLocator())
+    if logy:
+        ax.set_yscale("log")
     if points is not None:
         px, py = (p.detach().cpu().numpy() for p in points)
         ax.plot(px, py, "o", alpha=0.5, markersize=4, label="samples")
+    reference_lines(ax, hlines, vlines)
+    if ymin is not None:
+        ax.set_ylim(bottom=ymin)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend()
+    ax.grid(alpha=0.3, which="both" if logy else "major")
+    ax.legend(fontsize="small")
     return save_figure(fig, path)
 
 
@@ -169,26 +255,40 @@ def plot_series(
     title: str = "",
     xlabel: str = "time step",
     ylabel: str = "value",
+    hlines: Mapping[str, float] | None = None,
+    vlines: Mapping[str, float] | None = None,
+    dashes: bool = False,
 ) -> Path:
-    """Named curves, each over its own x (observations, 1-step and k-step predictions, ...).
+    """Named curves, each over its own x (observations, 1-step and k-step predictions, ...),
+    and named reference lines (:func:`reference_lines`: where the test split starts, ...);
+    ``dashes``: each curve its own line style, so that curves lying on one another stay visible.
 
     Shape:
         each curve ``((N_i,), (N_i,))``.
     """
     fig, ax = plt.subplots(figsize=(8.0, 3.6))
-    for name, (x, y) in curves.items():
-        ax.plot(x.detach().cpu().numpy(), y.detach().cpu().numpy(), "-", label=name, linewidth=1)
+    styles = ["-", "--", "-.", ":"] if dashes else ["-"]
+    for i, (name, (x, y)) in enumerate(curves.items()):
+        ax.plot(
+            x.detach().cpu().numpy(),
+            y.detach().cpu().numpy(),
+            linestyle=styles[i % len(styles)],
+            label=name,
+            linewidth=1.8 if dashes else 1.0,
+        )
+    reference_lines(ax, hlines, vlines)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize="small")
+    # beside the axes: a series fills its whole width, a legend inside would hide some of it
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, path)
 
 
 def plot_curves(records: Sequence[dict], path: str | Path, perplexity: bool = True) -> Path:
     """Training curves from ``metrics.jsonl`` records: loss, train and validation, beside
-    perplexity (``perplexity=True``: the loss is a per-token cross-entropy) or the validation
-    metrics other than the loss."""
+    perplexity (``perplexity=True``: the loss is a per-token cross-entropy; on a log axis once
+    it spans a decade) or the validation metrics other than the loss."""
     import math
 
     train = [r for r in records if r.get("kind") == "train"]
@@ -214,7 +314,14 @@ def plot_curves(records: Sequence[dict], path: str | Path, perplexity: bool = Tr
                 )
     ax_loss.set(xlabel="step", ylabel="loss (nats/token)" if perplexity else "loss", title="Loss")
     if perplexity:
-        ax_right.set(xlabel="step", ylabel="perplexity", title="Perplexity", yscale="log")
+        values = [v for line in ax_right.lines for v in line.get_ydata() if math.isfinite(v)]
+        decades = bool(values) and max(values) >= 10 * min(values)
+        ax_right.set(
+            xlabel="step",
+            ylabel="perplexity",
+            title="Perplexity",
+            yscale="log" if decades else "linear",
+        )
     else:
         ax_right.set(xlabel="step", title="Validation metrics")
     for ax in (ax_loss, ax_right):
@@ -241,9 +348,14 @@ def plot_self_attention(
         raise ValueError(f"{len(tokens)} token labels for {t} positions")
     show = t <= 60  # tick labels only where they fit
     side = min(max(2.5, 0.22 * t + 1.0), 8.0)
-    fig, axes = plt.subplots(1, heads, figsize=(side * heads, side + 0.6), squeeze=False)
+    fig, axes = plt.subplots(
+        1, heads, figsize=(side * heads + 1.0, side + 0.6), squeeze=False, layout="constrained"
+    )
+    top = float(weights.max()) or 1.0  # one colour scale for every head
     for h, ax in enumerate(axes[0]):
-        ax.imshow(weights[h].float().cpu().numpy(), cmap="Reds", vmin=0, interpolation="nearest")
+        image = ax.imshow(
+            weights[h].float().cpu().numpy(), cmap="Reds", vmin=0, vmax=top, interpolation="nearest"
+        )
         ax.set_title(f"head {h}")
         if show:
             ax.set_xticks(range(t), labels=list(tokens), rotation=90, fontsize=7)
@@ -253,6 +365,7 @@ def plot_self_attention(
             ax.set_yticks([])
         ax.set_xlabel("key")
     axes[0][0].set_ylabel("query")
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="attention weight")
     fig.suptitle(title)
     return save_figure(fig, path)
 

@@ -38,30 +38,76 @@ def measure(widths: list[int], num_keys: int = 16, samples: int = 2000, seed: in
 
 
 def run_scaling_demo(out_dir: str | Path) -> dict[str, Any]:
-    from seqlab.plotting import plot_lines
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    widths = [2**i for i in range(1, 11)]
-    result = measure(widths)
-    x = torch.tensor(widths, dtype=torch.float32)
-    panels = {
-        "variance": ("variance of the scores", "scaling_variance.png"),
-        "max_weight": ("mean largest softmax weight (16 keys)", "scaling_saturation.png"),
-        "jacobian": ("‖∂softmax/∂scores‖_F (gradient passed on)", "scaling_gradient.png"),
-    }
-    for key, (label, name) in panels.items():
-        plot_lines(
-            x,
-            {
-                "q·k": torch.tensor(result["unscaled"][key]),
-                "q·k / √d": torch.tensor(result["scaled"][key]),
-            },
-            out / name,
-            title=label,
-            xlabel="d_k",
-            ylabel=key,
-            logx=True,
-        )
-    result["figures"] = [str(out / name) for _, name in panels.values()]
+    result = measure([2**i for i in range(1, 11)])
+    result["figures"] = [str(path) for path in plot_scaling(result, out)]
     return result
+
+
+def plot_scaling(result: dict[str, Any], out: Path) -> list[Path]:
+    """The three measurements of :func:`measure` against d_k (log axis), unscaled and scaled:
+    the score variance on a log axis too (d_k against 1, three decades apart), the largest
+    softmax weight and the Jacobian norm."""
+    from seqlab.plotting import plot_lines
+
+    x = torch.tensor(result["widths"], dtype=torch.float32)
+    panels = {
+        "variance": ("variance of the scores", "scaling_variance.png", True),
+        "max_weight": ("mean largest softmax weight (16 keys)", "scaling_saturation.png", False),
+        "jacobian": ("‖∂softmax/∂scores‖_F (gradient passed on)", "scaling_gradient.png", False),
+    }
+    paths = []
+    for key, (label, name, logy) in panels.items():
+        paths.append(
+            plot_lines(
+                x,
+                {
+                    "q·k": torch.tensor(result["unscaled"][key]),
+                    "q·k / √d": torch.tensor(result["scaled"][key]),
+                },
+                out / name,
+                title=label,
+                xlabel="d_k",
+                ylabel=key,
+                logx=True,
+                logy=logy,
+            )
+        )
+    return paths
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    """The module docstring's claims, one sentence each, for the widest and narrowest d. A
+    variance "is" d (or 1) within 15%, as ``samples`` draws measure it."""
+    from seqlab.demos.summary import claim, num
+
+    widths, raw, scaled = result["widths"], result["unscaled"], result["scaled"]
+    lo, hi, keys = widths[0], widths[-1], result["num_keys"]
+    var_raw = [v / d for v, d in zip(raw["variance"], widths, strict=True)]
+    return [
+        claim(
+            "unscaled scores q·k have variance d",
+            all(abs(r - 1) < 0.15 for r in var_raw),
+            f"{num(raw['variance'][0])} at d = {lo}, {num(raw['variance'][-1])} at d = {hi}",
+        ),
+        claim(
+            "divided by √d, their variance stays 1",
+            all(abs(v - 1) < 0.15 for v in scaled["variance"]),
+            f"{num(min(scaled['variance']))} to {num(max(scaled['variance']))} for d = {lo} to {hi}",
+        ),
+        claim(
+            "unscaled, the softmax saturates as d grows",
+            raw["max_weight"][-1] > 0.9 > scaled["max_weight"][-1],
+            f"mean largest weight of {keys} keys at d = {hi}: {num(raw['max_weight'][-1])} "
+            f"unscaled, {num(scaled['max_weight'][-1])} scaled",
+        ),
+        claim(
+            "unscaled, the gradient through the softmax vanishes; scaled, it does not",
+            raw["jacobian"][-1] < 0.25 * raw["jacobian"][0]
+            and abs(scaled["jacobian"][-1] / scaled["jacobian"][0] - 1) < 0.1,
+            f"‖J‖ from d = {lo} to {hi}: {num(raw['jacobian'][0])} to "
+            f"{num(raw['jacobian'][-1])} unscaled, {num(scaled['jacobian'][0])} to "
+            f"{num(scaled['jacobian'][-1])} scaled",
+        ),
+    ]

@@ -381,8 +381,22 @@ def _num(value: float | None) -> str:
     return "  n/a" if value is None else f"{value:5.2f}"
 
 
+#: a fitted log–log slope "matches" a layer's complexity when within this of the power of n it
+#: predicts (1 for O(nd²), 2 for O(n²d)); at short lengths fixed per-call costs flatten the curves
+SLOPE_TOLERANCE = 0.3
+
+
+def _power(complexity: str) -> int:
+    """The power of n in a complexity: 2 for O(n²d) and O(hn²), else 1."""
+    return 2 if "n²" in complexity else 1
+
+
 def format_layer_costs(results: dict[str, Any]) -> str:
-    """A plain-text table: time (ms) and peak memory (MiB) per layer and length, and slopes."""
+    """A plain-text table, time (ms) and peak memory (MiB) per layer and length to 3 significant
+    digits, then one sentence per layer and measure: its log–log slope against the power of n
+    its complexity predicts."""
+    from seqlab.demos.summary import claim, num
+
     lengths = results["lengths"]
     names = list(results["layers"])
     head = f"{'n':>6}  " + "  ".join(f"{name:>22s}" for name in names)
@@ -396,34 +410,63 @@ def format_layer_costs(results: dict[str, Any]) -> str:
         cells = []
         for name in names:
             rec = results["layers"][name]
-            mem = f"{rec['peak_bytes'][i] / 2**20:8.2f}" if rec["peak_bytes"] else f"{'-':>8}"
-            cells.append(f"{rec['time_s'][i] * 1e3:11.2f} / {mem}")
+            mem = num(rec["peak_bytes"][i] / 2**20) if rec["peak_bytes"] else "-"
+            cells.append(f"{num(rec['time_s'][i] * 1e3):>9s} / {mem:>8s}")
         lines.append(f"{n:>6}  " + "  ".join(f"{c:>22s}" for c in cells))
     fit = results["fit_lengths"]
-    lines.append(f"log-log slopes over n = {fit[0]}..{fit[-1]} [between the last two lengths]:")
+    span = f"n = {fit[0]} to {fit[-1]}"
+    lines.append(f"log-log slopes over {span} (matching within {SLOPE_TOLERANCE:g} of the power):")
     for name in names:
         rec = results["layers"][name]
-        lines.append(
-            f"  {name:20s} time {rec['complexity']:8s} {_num(rec['time_slope'])} "
-            f"[{_num(rec['time_slope_last'])}]   memory {rec['memory_complexity']:7s} "
-            f"{_num(rec['memory_slope'])} [{_num(rec['memory_slope_last'])}]"
-        )
+        for what, key, cx in (
+            ("time", "time_slope", "complexity"),
+            ("memory", "memory_slope", "memory_complexity"),
+        ):
+            slope, last = rec[key], rec[f"{key}_last"]
+            if slope is None:
+                continue
+            power = _power(rec[cx])
+            lines.append(
+                "  "
+                + claim(
+                    f"{name}'s {what} grows as n^{power} ({rec[cx]})",
+                    abs(slope - power) <= SLOPE_TOLERANCE,
+                    f"slope {num(slope, 2)}, {num(last, 2)} between the last two lengths",
+                )
+            )
     return "\n".join(lines)
 
 
+def attention_memory_summary(report: dict[str, Any]) -> str:
+    """:func:`attention_memory_report` in one sentence, in MiB to 3 significant digits."""
+    from seqlab.demos.summary import claim, num
+
+    def mib(key: str) -> str:
+        return f"{num(report[key] / 2**20)} MiB"
+
+    return claim(
+        "fused self-attention needs less memory than its n × n attention matrices",
+        report["fused_below_matrix"],
+        f"at n = {report['length']}, forward + backward: fused peak {mib('fused_peak_bytes')}, "
+        f"explicit {mib('explicit_peak_bytes')}, the n × n matrices of all {report['heads']} "
+        f"heads {mib('matrix_bytes')}",
+    )
+
+
 def plot_layer_costs(results: dict[str, Any], path: str | Path) -> Path:
-    """Log–log time and peak memory against n, with fitted slopes and O(n), O(n²) guides."""
+    """Log–log time (ms) and peak memory (MiB), the units of :func:`format_layer_costs`'s table,
+    against n, with fitted slopes and O(n), O(n²) guides."""
     from seqlab import plotting  # pyplot with the non-interactive Agg backend
 
     plt = plotting.plt
 
     lengths = results["lengths"]
     fit = results["fit_lengths"]
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(13, 5))
-    panels = [(ax_t, "time_s", "time_slope", "complexity", "forward + backward time (s)")]
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(13, 5.5), layout="constrained")
+    panels = [(ax_t, "time_s", "time_slope", "complexity", "forward + backward time (ms)")]
     if any(rec["peak_bytes"] for rec in results["layers"].values()):
         panels.append(
-            (ax_m, "peak_bytes", "memory_slope", "memory_complexity", "peak memory (bytes)")
+            (ax_m, "peak_bytes", "memory_slope", "memory_complexity", "peak memory (MiB)")
         )
     else:
         ax_m.set_visible(False)
@@ -432,7 +475,7 @@ def plot_layer_costs(results: dict[str, Any], path: str | Path) -> Path:
             style = "--" if name == "attention_explicit" else "-"
             ax.plot(
                 lengths,
-                rec[key],
+                [v * UNITS[key] for v in rec[key]],
                 style,
                 marker="o",
                 label=f"{name} {rec[cx_key]}: slope {_num(rec[slope_key]).strip()}, "
@@ -440,6 +483,8 @@ def plot_layer_costs(results: dict[str, Any], path: str | Path) -> Path:
             )
         _guides(ax, results, key, fit)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, labels=[str(n) for n in lengths])  # the table's n
+        ax.xaxis.set_minor_locator(plt.NullLocator())
         ax.set_yscale("log")
         ax.set_xlabel("sequence length n")
         ax.set_ylabel(ylabel)
@@ -455,9 +500,14 @@ def plot_layer_costs(results: dict[str, Any], path: str | Path) -> Path:
     return plotting.save_figure(fig, path)
 
 
+#: each measurement's factor to the unit the table prints and the figure draws: ms, MiB
+UNITS = {"time_s": 1e3, "peak_bytes": 1 / 2**20}
+
+
 def _guides(ax: Any, results: dict[str, Any], key: str, fit: list[int]) -> None:
     """Dotted reference lines ∝ n (through conv, else a recurrent layer) and ∝ n² (through the
-    explicit attention's memory, else attention), drawn over the fitted lengths."""
+    explicit attention's memory, else attention), drawn over the fitted lengths (in
+    :data:`UNITS`)."""
     layers, lengths = results["layers"], results["lengths"]
     lo, hi = fit[0], fit[-1]
     linear = next((n for n in ("conv", "rnn", "gru") if n in layers), None)
@@ -466,7 +516,7 @@ def _guides(ax: Any, results: dict[str, Any], key: str, fit: list[int]) -> None:
     for name, power, label in ((linear, 1, "∝ n"), (quadratic, 2, "∝ n²")):
         if name is None or not layers[name][key]:
             continue
-        anchor = layers[name][key][lengths.index(hi)]
+        anchor = layers[name][key][lengths.index(hi)] * UNITS[key]
         ys = [anchor * (n / hi) ** power for n in (lo, hi)]
         ax.plot([lo, hi], ys, ":", color="gray", linewidth=2)
         ax.annotate(label, (lo, ys[0]), textcoords="offset points", xytext=(-4, 4), ha="right")

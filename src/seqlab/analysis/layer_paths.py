@@ -142,3 +142,40 @@ def run_layer_paths_demo(out_dir: str, lengths: tuple[int, ...] = (4, 8, 16, 32)
         )
     result["figures"] = [str(out / "paths_sequential.png"), str(out / "paths_max_length.png")]
     return result
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    """Vaswani et al. 2017, Table 1's sequential operations and maximum path lengths, each
+    claim against the measured counts (integers: exact)."""
+    from seqlab.demos.summary import claim
+
+    lengths, k = result["lengths"], result["kernel"]
+    conv, rnn, att = (result["layers"][name] for name in ("cnn", "rnn", "self_attention"))
+    ns = f"n = {', '.join(map(str, lengths))}"
+
+    def listed(rows: list[dict[str, int]], key: str) -> str:
+        return ", ".join(str(r[key]) for r in rows)
+
+    return [
+        claim(
+            f"a convolution (width {k}) takes O(1) sequential operations",
+            len({r["sequential"] for r in conv}) == 1,
+            f"{listed(conv, 'sequential')} for {ns}",
+        ),
+        claim(
+            "its maximum path length is O(n/k): ⌈(n−1)/⌊k/2⌋⌉ stacked layers",
+            [r["depth"] for r in conv] == [-(-(n - 1) // (k // 2)) for n in lengths],
+            f"y_n reaches x_1 through {listed(conv, 'depth')} layers for {ns}",
+        ),
+        claim(
+            "an RNN takes O(n) sequential operations, one per position",
+            [r["sequential"] for r in rnn] == lengths,
+            f"{listed(rnn, 'sequential')} for {ns}",
+        ),
+        claim(
+            "self-attention takes O(1) sequential operations and joins any two positions in "
+            "one layer",
+            len({r["sequential"] for r in att}) == 1 and all(r["depth"] == 1 for r in att),
+            f"{listed(att, 'sequential')} operations, {listed(att, 'depth')} layer(s) for {ns}",
+        ),
+    ]

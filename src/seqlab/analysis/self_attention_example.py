@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from seqlab.demos.summary import claim, num
 from seqlab.nn.attention import MultiHeadAttention
 
 WORDS = ("Thinking", "Machines")
@@ -81,8 +82,11 @@ def worked_example(d_model: int = 512, num_heads: int = 8, seed: int = 0, log=pr
     error = float((by_hand - module_out[0]).abs().max())
     weight_error = float((module_weights[0, 0, 0] - torch.tensor(steps["softmax"])).abs().max())
     log(
-        f"all {num_heads} heads → concat → W^O: max |by hand − module| = {error:.2e}; "
-        f"head-0 weights differ by {weight_error:.2e}"
+        claim(
+            f"by hand, all {num_heads} heads → concat → W^O give the module's output",
+            error < 1e-5 and weight_error < 1e-6,  # fp32 rounding of 512-term sums
+            f"largest difference {num(error, 2)}; head-0 weights differ by {num(weight_error, 2)}",
+        )
     )
     steps.update(max_abs_error=error, weight_error=weight_error)
     return steps

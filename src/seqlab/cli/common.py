@@ -146,6 +146,40 @@ def check_writable_dir(path: str | Path, what: str) -> Path:
     return path
 
 
+#: ``--force``, as every command that writes a single file offers it (:func:`add_force`)
+FORCE_HELP = (
+    "replace a file at an output path that seqlab did not write, or that changed since "
+    "(without --force it is refused before any work; a symbolic link or device, a training "
+    "run's own file or an input of the command is refused even so)"
+)
+
+
+def add_force(p: argparse.ArgumentParser) -> None:
+    """The ``--force`` of a command that writes a single file (:func:`writes_file`)."""
+    p.add_argument("--force", action="store_true", help=FORCE_HELP)
+
+
+def writes_file(
+    option: str, func: Callable[[argparse.Namespace], int], what: str | None = None
+) -> Callable[[argparse.Namespace], int]:
+    """``func``, with the file ``args.<option>`` (when given) held to the rule of
+    :mod:`seqlab.outputs`: checked before any work (:func:`check_writable`, then replaced only if
+    seqlab wrote it, or with ``--force``), recorded as seqlab's once written."""
+    what = what or "--" + option.replace("_", "-")
+
+    def run(args: argparse.Namespace) -> int:
+        path = getattr(args, option, None)
+        if not path:
+            return func(args)
+        from seqlab.outputs import output_file
+
+        check_writable(path, what)
+        with output_file(path, what, force=getattr(args, "force", False)):
+            return func(args)
+
+    return run
+
+
 def writes_into(
     option: str, func: Callable[[argparse.Namespace], int]
 ) -> Callable[[argparse.Namespace], int]:

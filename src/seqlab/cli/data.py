@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from seqlab.cli.common import check_writable, positive_int
+from seqlab.cli.common import add_force, positive_int, writes_file
 from seqlab.errors import SeqlabError
+from seqlab.outputs import FILE_RULE
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
@@ -57,8 +58,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
                 f"--plot draws word-frequency (Zipf) curves of a single text: "
                 f"{', '.join(LM_FILES)}; not {args.name}"
             )
-        check_writable(args.plot)
-        zipf = zipf_stats(args.name, args.plot)
+        zipf = zipf_stats(args.name, args.plot)  # checked before (writes_file)
         if args.json:
             print(json.dumps(zipf, indent=2))
             return 0
@@ -98,7 +98,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--batch-tokens", type=positive_int, help="also report padded/real tokens of batches"
     )
     p.add_argument(
-        "--plot", metavar="PNG", help="language-model texts: word n-gram frequency vs rank (Zipf)"
+        "--plot",
+        metavar="PNG",
+        help=f"language-model texts: word n-gram frequency vs rank (Zipf), drawn into {FILE_RULE}",
     )
+    add_force(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_data_stats)
+    p.set_defaults(func=writes_file("plot", cmd_data_stats))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from seqlab.cli.common import (
     STDIN,
+    add_force,
     check_writable,
     check_writable_dir,
     non_negative_float,
@@ -31,6 +32,7 @@ from seqlab.cli.common import (
     read_lines,
     read_stdin_line,
     read_stdin_lines,
+    writes_file,
     writes_into,
 )
 from seqlab.errors import SeqlabError
@@ -157,7 +159,8 @@ def evaluated_files(args: argparse.Namespace, model: Predictor) -> dict[str, str
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``args.command`` once every file or folder it may write is checked, before any work;
-    a folder of figures is held to the rule of :mod:`seqlab.outputs` (:func:`writes_into`)."""
+    files and folders of figures are held to the rule of :mod:`seqlab.outputs`
+    (:func:`writes_file`, :func:`writes_into`)."""
     from seqlab.outputs import check_not_input
 
     func = RUNS[args.command]
@@ -167,6 +170,7 @@ def run_command(args: argparse.Namespace) -> int:
         if value and option.role in ("output", "figure"):
             check_writable(value, option.flag)
             check_not_input(value, inputs, option.flag)
+            func = writes_file(option.dest, func, option.flag)
         elif value and option.role == "figure_dir":
             check_writable_dir(value, option.flag)
             func = writes_into(option.dest, func)
@@ -317,8 +321,11 @@ def _help(command: str, entries: Declared) -> str:
 
 
 def add_declared(p: argparse.ArgumentParser, command: str) -> None:
-    """The options of ``command``, as the tasks declare them (``--json`` last)."""
+    """The options of ``command``, as the tasks declare them (``--json`` last), and
+    ``--force`` if one of them writes a file (:func:`seqlab.cli.common.add_force`)."""
     entries = declared(command)
+    if any(o.role in ("output", "figure") for group in entries.values() for _, o in group):
+        add_force(p)
     flags = sorted(entries, key=lambda f: f == "--json")
     for flag in flags:
         option = entries[flag][0][1]

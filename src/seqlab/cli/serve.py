@@ -28,6 +28,19 @@ def _api_key(path: str) -> str:
     return key
 
 
+#: the largest TCP port number
+MAX_PORT = 65535
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1 to :data:`MAX_PORT` (refused by the parser, before
+    anything is loaded or printed; a larger number would wrap around or overflow)."""
+    value = positive_int(text)
+    if value > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"a port is 1 to {MAX_PORT}, got {value}")
+    return value
+
+
 def _check_port(host: str, port: int) -> None:
     """Fail now, with a clear message, when the address cannot be bound."""
     try:
@@ -170,7 +183,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--which", default="best", help="best | latest | a step number")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
-    p.add_argument("--port", type=positive_int, default=8000)
+    p.add_argument("--port", type=port_number, default=8000, help="1 to 65535 (default: 8000)")
     p.add_argument(
         "--engine",
         choices=["auto", "seqlab", "ctranslate2"],

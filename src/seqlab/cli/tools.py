@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from seqlab.cli.common import (
-    check_writable,
+    add_force,
     check_writable_dir,
     finite_float,
     non_negative_int,
     positive_float,
     positive_int,
     seed_int,
+    writes_file,
     writes_into,
 )
 from seqlab.demos import DEMOS
+from seqlab.demos.summary import files_line, numbers_line
 from seqlab.errors import SeqlabError
-from seqlab.outputs import RULE
+from seqlab.outputs import FILE_RULE, RULE
 
 OUT_HELP = f"output folder: {RULE}"
 
@@ -52,19 +55,12 @@ def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"out": args.out, "norms": norms, "ratio_first_to_last": ratios}))
     else:
-        print(
-            f"||dL_T/dh_1|| / ||dL_T/dh_T|| over T={args.seq_len} steps (<< 1: vanishing, >> 1: exploding)"
-        )
-        for cell, r in ratios.items():
-            print(f"  {cell:14s} {r:.2e}")
+        from seqlab.analysis.gradients import summary
+
         report = json.loads((Path(args.out) / "gradients.json").read_text())
-        for cell, b in report["bounds"].items():
-            print(
-                f"  {cell}: β_W = ‖W_hh‖₂ = {b['beta_w']:.3f}, β_h = {b['beta_h']:g}: bound "
-                f"(β_W β_h)^(T-1) = {b['bound'][0] / norms[cell][-1]:.2e} (measured "
-                f"{ratios[cell]:.2e})"
-            )
-        print(f"plot: {args.out}/gradients.png   numbers: {args.out}/gradients.json")
+        print("\n".join(summary(report)))
+        print(numbers_line("float64", report["machine"]))
+        print(files_line([Path(args.out) / "gradients.png"], Path(args.out) / "gradients.json"))
     return 0
 
 
@@ -80,6 +76,7 @@ def _lengths(text: str) -> list[int]:
 def cmd_bench_layers(args: argparse.Namespace) -> int:
     from seqlab.analysis.layer_costs import (
         attention_memory_report,
+        attention_memory_summary,
         format_layer_costs,
         measure_layer_costs,
         save_layer_costs,
@@ -115,11 +112,8 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
         print(json.dumps({**results, "attention_memory": report}))
     else:
         print(format_layer_costs(results))
-        print(
-            f"self-attention at n={report['length']}, forward + backward: fused peak "
-            f"{report['fused_peak_bytes'] / 2**20:.1f} MiB, explicit {report['explicit_peak_bytes'] / 2**20:.1f} MiB, "
-            f"one n×n matrix per head {report['matrix_bytes'] / 2**20:.1f} MiB"
-        )
+        print(attention_memory_summary(report))
+        print(numbers_line("fp32"))
     return 0
 
 
@@ -149,42 +143,35 @@ def cmd_demo_forecasting(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo_json(out: str, name: str, result: dict) -> None:
-    from pathlib import Path
-
+def _demo_json(out: str, name: str, result: dict, precision: str) -> None:
+    """Write ``OUT/NAME.json`` (the full-precision numbers, with the machine and ``precision``
+    they came from), then print that machine and where the files are."""
     from seqlab.io import atomic_write_json
+    from seqlab.machine import machine
 
+    result["machine"] = machine(precision)
     atomic_write_json(Path(out) / f"{name}.json", result)
-    print(f"figures: {', '.join(result.get('figures', []))}; numbers: {out}/{name}.json")
+    print(numbers_line(precision, result["machine"]))
+    print(files_line(result.get("figures", []), Path(out) / f"{name}.json"))
 
 
 def cmd_demo_positional_encoding(args: argparse.Namespace) -> int:
-    from seqlab.analysis.positional import run_positional_demo
+    from seqlab.analysis.positional import run_positional_demo, summary
 
     check_writable_dir(args.out, "--out")
     result = run_positional_demo(args.out, args.max_len, args.d_model)
-    print(
-        f"cos(p_t, p_t+k) over t varies by at most {result['max_spread_over_t']:.1e} for any k; "
-        f"largest gap to (2/d) Σ cos(k ω_i): {result['max_error_vs_formula']:.1e}"
-    )
-    _demo_json(args.out, "positional_encoding", result)
+    print("\n".join(summary(result)))
+    _demo_json(args.out, "positional_encoding", result, "fp32 table, float64 cosines")
     return 0
 
 
 def cmd_demo_attention_scaling(args: argparse.Namespace) -> int:
-    from seqlab.analysis.attention_scaling import run_scaling_demo
+    from seqlab.analysis.attention_scaling import run_scaling_demo, summary
 
     check_writable_dir(args.out, "--out")
     result = run_scaling_demo(args.out)
-    print("   d_k   var(q·k)  var(q·k/√d)  max weight (raw / scaled)  ‖J‖ (raw / scaled)")
-    for i, d in enumerate(result["widths"]):
-        raw, scaled = result["unscaled"], result["scaled"]
-        print(
-            f"{d:6d} {raw['variance'][i]:10.1f} {scaled['variance'][i]:12.2f}"
-            f"   {raw['max_weight'][i]:8.3f} / {scaled['max_weight'][i]:.3f}"
-            f"            {raw['jacobian'][i]:.3f} / {scaled['jacobian'][i]:.3f}"
-        )
-    _demo_json(args.out, "attention_scaling", result)
+    print("\n".join(summary(result)))
+    _demo_json(args.out, "attention_scaling", result, "float64")
     return 0
 
 
@@ -192,7 +179,7 @@ def cmd_demo_self_attention(args: argparse.Namespace) -> int:
     from seqlab.analysis.self_attention_example import worked_example
 
     check_writable_dir(args.out, "--out")
-    _demo_json(args.out, "self_attention_example", worked_example(seed=args.seed))
+    _demo_json(args.out, "self_attention_example", worked_example(seed=args.seed), "fp32")
     return 0
 
 
@@ -205,26 +192,27 @@ def cmd_demo_lm(args: argparse.Namespace) -> int:
         "norm-placement": lm_comparisons.norm_demo,
         "training-choices": lm_comparisons.training_choices_demo,
     }[args.demo_command]
+    summarize = {
+        "positions": lm_comparisons.positions_summary,
+        "norm-placement": lm_comparisons.norm_summary,
+        "training-choices": lm_comparisons.choices_summary,
+    }[args.demo_command]
     kwargs = {"threads": args.threads} | ({"steps": args.steps} if args.steps else {})
     result = run(args.out, **kwargs)
-    for name, row in result["models"].items():
-        print(f"{name:20s} {json.dumps(row)}")
-    print(f"figures: {', '.join(result['figures'])}")
+    print("\n".join(summarize(result)))
+    print(numbers_line(result["precision"], result["machine"]))
+    json_name = args.demo_command.replace("-", "_")
+    print(files_line(result["figures"], Path(args.out) / f"{json_name}.json"))
     return 0
 
 
 def cmd_demo_layer_paths(args: argparse.Namespace) -> int:
-    from seqlab.analysis.layer_paths import run_layer_paths_demo
+    from seqlab.analysis.layer_paths import run_layer_paths_demo, summary
 
     check_writable_dir(args.out, "--out")
     result = run_layer_paths_demo(args.out)
-    print(f"n = {result['lengths']}, convolution width {result['kernel']}")
-    for kind, rows in result["layers"].items():
-        print(
-            f"{kind:15s} sequential ops {[r['sequential'] for r in rows]}  "
-            f"max path {[r['path'] for r in rows]} (layers needed {[r['depth'] for r in rows]})"
-        )
-    _demo_json(args.out, "layer_paths", result)
+    print("\n".join(summary(result)))
+    _demo_json(args.out, "layer_paths", result, "fp32 (counts of operations: any CPU alike)")
     return 0
 
 
@@ -240,16 +228,26 @@ def cmd_demo_list(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_vit_vs_cnn(args: argparse.Namespace) -> int:
-    from seqlab.demos.vit_vs_cnn import run_vit_vs_cnn
+    import warnings
 
+    from seqlab.demos.vit_vs_cnn import run_vit_vs_cnn, summary
+    from seqlab.deprecation import SeqlabDeprecationWarning
+
+    if args.min_steps is not None:  # the old name: it never was a minimum of steps taken
+        warnings.warn(
+            "--min-steps is renamed --min-step-budget: the time budget (--max-minutes) can stop "
+            "a run before it",
+            SeqlabDeprecationWarning,
+            stacklevel=2,
+        )
+        args.min_step_budget = args.min_steps
     check_writable_dir(args.out, "--out")
     results = run_vit_vs_cnn(
-        args.out, tuple(args.sizes), args.min_steps, args.max_minutes, args.threads
+        args.out, tuple(args.sizes), args.min_step_budget, args.max_minutes, args.threads
     )
-    for name, runs in results["runs"].items():
-        cells = "  ".join(f"{r['train_images']}: {r['test_accuracy']:.2%}" for r in runs)
-        print(f"{name.upper():4s} test accuracy by training images  {cells}")
-    print(f"plot: {args.out}/vit_vs_cnn.png  numbers: {args.out}/vit_vs_cnn.json")
+    print("\n".join(summary(results)))
+    print(numbers_line(results["precision"], results["machine"]))
+    print(files_line([Path(args.out) / "vit_vs_cnn.png"], Path(args.out) / "vit_vs_cnn.json"))
     return 0
 
 
@@ -298,15 +296,9 @@ def cmd_ngram(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(
-            f"{cfg.data.dataset} ({cfg.data.tokenizer}, |V| = {len(corpus.vocab)}), "
-            f"{args.smoothing}: validation perplexity"
-        )
-        for n, r in rows.items():
-            print(
-                f"  {n}-gram  ppl {r['val_ppl']:.3f}  ({r['val_loss']:.4f} nats/token, "
-                f"{r['tokens']} tokens)"
-            )
+        data = f"{cfg.data.dataset} ({cfg.data.tokenizer} tokens, |V| = {len(corpus.vocab)})"
+        print("\n".join(_ngram_summary(data, len(corpus.vocab), args.smoothing, rows)))
+        print(numbers_line("float64 counts"))
     if args.generate is not None:
         lm = found[max(found)]["model"]
         pieces = corpus.tokenizer.tokenize(args.generate)
@@ -323,6 +315,31 @@ def cmd_ngram(args: argparse.Namespace) -> int:
         out = lm.sample(ids, args.tokens, torch.Generator().manual_seed(args.seed), reserved)
         print(corpus.tokenizer.detokenize(corpus.vocab.to_tokens(list(ids) + out)))
     return 0
+
+
+def _ngram_summary(data: str, vocab_size: int, smoothing: str, rows: dict[int, dict]) -> list[str]:
+    """One sentence per order of the n-gram models of ``data`` (the corpus, named) and whether
+    perplexity falls as the order grows (d2l.ai §9.3), rounded for reading (``--json`` has the
+    full numbers)."""
+    from seqlab.demos.summary import claim, num
+
+    smoothed = {"kneser_ney": "Kneser–Ney", "add_k": "add-k"}[smoothing]
+    lines = [f"{data}, {smoothed} smoothing; the uniform model's perplexity is {vocab_size}"]
+    for n, r in rows.items():
+        lines.append(
+            f"{n}-gram: validation perplexity {num(r['val_ppl'])} ({num(r['val_loss'])} "
+            f"nats/token over {r['tokens']:,} tokens)"
+        )
+    ppl = [r["val_ppl"] for r in rows.values()]
+    if len(ppl) > 1:
+        lines.append(
+            claim(
+                "a longer context predicts better: perplexity falls with each order",
+                all(b < a for a, b in zip(ppl, ppl[1:], strict=False)),
+                ", ".join(f"{n}-gram {num(r['val_ppl'])}" for n, r in rows.items()),
+            )
+        )
+    return lines
 
 
 def _orders(text: str) -> list[int]:
@@ -396,10 +413,18 @@ def _vit_vs_cnn_options(p: argparse.ArgumentParser) -> None:
         help="training-set sizes",
     )
     p.add_argument(
-        "--min-steps", type=positive_int, default=600, help="optimizer steps at least, each run"
+        "--min-step-budget",
+        type=positive_int,
+        default=600,
+        metavar="STEPS",
+        help="each run's step budget is at least this (small training sets get more epochs); "
+        "the time budget can stop a run before it, and the summary says so (default 600)",
     )
+    p.add_argument("--min-steps", type=positive_int, help=argparse.SUPPRESS)  # the old name
     p.add_argument(
-        "--max-minutes", type=positive_float, help="time budget of each run (default: config's)"
+        "--max-minutes",
+        type=positive_float,
+        help="time budget of each run (default: the config's train.max_minutes)",
     )
     _threads(p)
 
@@ -422,6 +447,27 @@ DEMO_COMMANDS: dict[str, tuple[Options, Callable[[argparse.Namespace], int]]] = 
 }
 
 
+def selection_metric(runs: list[str]) -> str:
+    """The validation metric ``runs`` choose their checkpoints by (each its task's, read from
+    its ``config.yaml``: :func:`seqlab.tasks.selection_of`): what ``seqlab curves`` draws unless
+    ``--metric`` says. Runs that choose by different metrics need ``--metric``."""
+    from seqlab.rundir import RunDir
+    from seqlab.tasks import selection_of
+
+    chosen = {run: selection_of(RunDir(run).read_config()).metric for run in runs}
+    if len(set(chosen.values())) > 1:
+        each = ", ".join(f"{run}: {metric}" for run, metric in chosen.items())
+        raise SeqlabError(
+            f"the runs choose their checkpoints by different metrics ({each}); give --metric, "
+            "one that every run records (val_loss does)"
+        )
+    return next(iter(chosen.values()))
+
+
+#: what a validation record holds besides its metrics
+_NOT_METRICS = {"kind", "step", "epoch", "best", "elapsed_s"}
+
+
 def metric_over_time(run: Path, metric: str) -> tuple[list[float], list[float]]:
     """(minutes, values) of ``metric`` at each validation of ``run`` (its ``metrics.jsonl``)."""
     from seqlab.errors import CheckpointError
@@ -440,18 +486,43 @@ def metric_over_time(run: Path, metric: str) -> tuple[list[float], list[float]]:
         if r.get("kind") == "eval" and metric in r and "elapsed_s" in r
     ]
     if not points:
-        known = sorted({k for r in records if r.get("kind") == "eval" for k in r} - {"kind"})
+        known = sorted({k for r in records if r.get("kind") == "eval" for k in r} - _NOT_METRICS)
         raise SeqlabError(
             f"{path} has no validation with {metric!r}; its validations record: "
-            + (", ".join(known) or "nothing yet")
+            + (", ".join(known) + " (choose one with --metric)" if known else "nothing yet")
         )
     return [m for m, _ in points], [v for _, v in points]
+
+
+def curve_summary(metric: str, minutes: list[float], values: list[float]) -> str:
+    """The last value of ``metric`` and its best, named with the direction that makes it best
+    (``best (lowest) val_loss``, :func:`seqlab.objective.best_of`); for a metric of unknown
+    direction, its lowest and highest values, neither called the best."""
+    from seqlab.objective import best_of  # imports PyTorch: only when a command needs it
+
+    n = len(values)
+    last = f"{metric} {values[-1]:.2f} after {minutes[-1]:.1f} min, the last of {n} validation"
+    last += "s" if n > 1 else ""
+    found = best_of(metric, values)
+    if found is not None:
+        i, word = found
+        return f"{last}; best ({word}) {values[i]:.2f} at {minutes[i]:.1f} min"
+    finite = [i for i, v in enumerate(values) if math.isfinite(v)]
+    if not finite:
+        return f"{last}; no finite value"
+    lo, hi = min(finite, key=values.__getitem__), max(finite, key=values.__getitem__)
+    return (
+        f"{last}; lowest {values[lo]:.2f} at {minutes[lo]:.1f} min, highest {values[hi]:.2f} at "
+        f"{minutes[hi]:.1f} min (whether lower or higher {metric} is better is not known to "
+        "seqlab, so neither is called the best)"
+    )
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
     from seqlab.plotting import plot_metric_over_time
 
-    check_writable(args.out, "--out")
+    if args.metric is None:  # the runs' own: the metric that chose their checkpoints
+        args.metric = selection_metric(args.runs)
     labels = [Path(r).name or str(r) for r in args.runs]
     if len(set(labels)) < len(labels):  # two runs of one name: use the paths as given
         labels = [str(r) for r in args.runs]
@@ -461,11 +532,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     }
     plot_metric_over_time(curves, args.out, args.metric)
     for label, (minutes, values) in curves.items():
-        best = max(range(len(values)), key=values.__getitem__)
-        print(
-            f"{label}: {args.metric} {values[-1]:.2f} after {minutes[-1]:.1f} min "
-            f"(highest {values[best]:.2f} at {minutes[best]:.1f} min, {len(values)} validations)"
-        )
+        print(f"{label}: {curve_summary(args.metric, minutes, values)}")
     print(f"wrote {args.out}")
     return 0
 
@@ -476,9 +543,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="a validation metric of one or more runs against training wall time, as a PNG",
     )
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="trained (or training) runs")
-    p.add_argument("--metric", default="val_bleu", help="a validation metric (default val_bleu)")
-    p.add_argument("--out", required=True, metavar="PNG", help="the figure (replaced if it exists)")
-    p.set_defaults(func=cmd_curves)
+    p.add_argument(
+        "--metric",
+        help="a validation metric (default: the one that chooses the runs' checkpoints: val_bleu "
+        "for translation, val_loss for language models, val_acc for classification, val_rmse "
+        "for forecasting)",
+    )
+    p.add_argument("--out", required=True, metavar="PNG", help=f"the figure: {FILE_RULE}")
+    add_force(p)
+    p.set_defaults(func=writes_file("out", cmd_curves))
 
     diagnose = sub.add_parser("diagnose", help="diagnostics (vanishing/exploding gradients)")
     diagnose_sub = diagnose.add_subparsers(dest="diagnose_command", required=True, metavar="WHAT")

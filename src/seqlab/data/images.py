@@ -4,11 +4,18 @@ IDX (LeCun et al.) is a big-endian header — two zero bytes, a type code (0x08 
 number of dimensions — then one 4-byte size per dimension and the raw values. Images come out as
 ``(N, 1, 28, 28)`` float tensors scaled to [0, 1] and normalised with the training set's mean and
 standard deviation (stored with the run, so inference uses the same numbers).
+
+A user's image file is measured from its header before a pixel is decoded (:func:`load_image`):
+one over the pixel limit — the caller's (the server's ``max_image_pixels``), else PIL's
+``Image.MAX_IMAGE_PIXELS`` — is refused with :class:`ImageTooLarge`, so that a small file
+claiming 20000×20000 pixels (a decompression bomb) is an error naming the file, never PIL's
+``DecompressionBombError`` nor gigabytes of memory.
 """
 
 from __future__ import annotations
 
 import gzip
+import re
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -77,19 +84,66 @@ def read_mnist(data: Any, seed: int) -> dict[str, tuple[Tensor, Tensor]]:
     return {"train": (x[train], y[train]), "val": (x[val], y[val]), "test": load_mnist("test")}
 
 
-def load_image(path: str | Path | BinaryIO, size: int, channels: int) -> tuple[Tensor, str | None]:
+class ImageTooLarge(DataError):
+    """An image file whose header claims more pixels than the limit (``pixels`` is None when
+    only PIL knows how many: it refused the file outright)."""
+
+    def __init__(self, message: str, pixels: int | None, limit: int) -> None:
+        super().__init__(message)
+        self.pixels, self.limit = pixels, limit
+
+
+def _too_large(
+    path: Any, shape: str | None, pixels: int | None, limit: int, size: int
+) -> ImageTooLarge:
+    count = f"{pixels:,} pixels" if pixels is not None else "more pixels than PIL opens"
+    count = f"{shape} = {count}" if shape else count
+    return ImageTooLarge(
+        f"{path}: the image is {count}, over the limit of {limit:,} pixels; nothing was "
+        f"decoded (the model reads {size}×{size}: shrink the image first)",
+        pixels,
+        limit,
+    )
+
+
+def load_image(
+    path: str | Path | BinaryIO, size: int, channels: int, max_pixels: int | None = None
+) -> tuple[Tensor, str | None]:
     """An image file (or a file object holding one) as ``(C, size, size)`` in [0, 1], and a note
     when it had to be converted (mode or size). MNIST digits are white on black: a mostly light
-    image is inverted (noted)."""
+    image is inverted (noted).
+
+    The pixel count is read from the header before anything is decoded: over ``max_pixels``
+    (default PIL's ``Image.MAX_IMAGE_PIXELS``) it is an :class:`ImageTooLarge`."""
     from PIL import Image, UnidentifiedImageError
 
+    limit = Image.MAX_IMAGE_PIXELS if max_pixels is None else max_pixels
     try:
-        img = Image.open(path)
-        img.load()
+        img = Image.open(path)  # reads the header only
     except FileNotFoundError:
         raise DataError(f"image not found: {path}") from None
+    except Image.DecompressionBombError as exc:  # over twice PIL's limit: refused outright
+        found = re.search(r"\((\d+) pixels\)", str(exc))  # PIL's message gives the count
+        bound = 2 * (Image.MAX_IMAGE_PIXELS or 0)
+        pixels = int(found[1]) if found else None
+        raise _too_large(path, None, pixels, min(limit or bound, bound), size) from None
     except (UnidentifiedImageError, OSError) as exc:
         raise DataError(f"{path}: not an image file PIL can read ({exc})") from None
+    with img:
+        width, height = img.size
+        if limit is not None and width * height > limit:
+            raise _too_large(path, f"{width}×{height}", width * height, limit, size)
+        try:
+            img.load()
+        except OSError as exc:
+            raise DataError(f"{path}: not an image file PIL can read ({exc})") from None
+        return _converted(img, size, channels)
+
+
+def _converted(img: Any, size: int, channels: int) -> tuple[Tensor, str | None]:
+    """A decoded image at ``size`` and ``channels`` (see :func:`load_image`), and its notes."""
+    from PIL import Image
+
     notes = []
     mode = "L" if channels == 1 else "RGB"
     if img.mode != mode:

@@ -49,8 +49,26 @@ MAX_ABS_VALUE = 1e15
 MISSING_MARKS = ("", "nan", "na", "n/a", "null", "none")
 
 
+@dataclass(frozen=True)
+class CsvSettings:
+    """How the reader of a CSV chooses its column and what a missing value means, as an error
+    message tells them to: the settings of a config, a command's options, a request's fields."""
+
+    column: str
+    missing: str
+
+
+#: a training run's CSV (``data.path``)
+CONFIG_SETTINGS = CsvSettings("data.column", "data.missing")
+#: ``seqlab forecast --input`` (and the Python API's ``column=``, ``missing=``)
+OPTION_SETTINGS = CsvSettings("--column", "--missing")
+
+
 def read_series_csv(
-    path: str | Path, column: str | None = None, missing: str = "error"
+    path: str | Path,
+    column: str | None = None,
+    missing: str = "error",
+    settings: CsvSettings = CONFIG_SETTINGS,
 ) -> list[float]:
     """The values of one column of a CSV, in row order.
 
@@ -66,14 +84,19 @@ def read_series_csv(
 
     Raises:
         DataError: no rows, an unknown column, a non-numeric, infinite or too large cell
-            (``file:line``), a missing value with ``missing="error"``.
+            (``file:line``), a missing value with ``missing="error"``; the message names the
+            ``settings`` that choose the column or let a missing value pass.
     """
     text = "\n".join(line for _, line in read_lines(path))
-    return parse_series_csv(text, str(path), column, missing)
+    return parse_series_csv(text, str(path), column, missing, settings)
 
 
 def parse_series_csv(
-    text: str, path: str, column: str | None = None, missing: str = "error"
+    text: str,
+    path: str,
+    column: str | None = None,
+    missing: str = "error",
+    settings: CsvSettings = CONFIG_SETTINGS,
 ) -> list[float]:
     """:func:`read_series_csv` of a CSV file's ``text`` (errors name it ``path``), e.g. an upload."""
     rows = list(csv.reader(io.StringIO(text.removeprefix("\ufeff"))))
@@ -94,7 +117,7 @@ def parse_series_csv(
     else:
         raise DataError(
             f"{path}:1: no column {column!r} in the header ({', '.join(map(repr, header))}); "
-            "set data.column"
+            f"set {settings.column} to one of them"
         )
     name = f"column {idx + 1}" if headerless else f"column {header[idx]!r}"
     values: list[float | None] = []
@@ -114,7 +137,7 @@ def parse_series_csv(
             if missing == "error":
                 raise DataError(
                     f"{path}:{gap}: blank line between values: a time step without its value; "
-                    "fill it, or set data.missing (--missing): interpolate or drop"
+                    f"fill it, or set {settings.missing}: interpolate or drop"
                 )
             values.append(None)
         blank = []
@@ -123,7 +146,7 @@ def parse_series_csv(
             if missing == "error":
                 raise DataError(
                     f"{path}:{number}: missing value in {name}; fill it, or set "
-                    "data.missing: interpolate or drop"
+                    f"{settings.missing}: interpolate or drop"
                 )
             values.append(None)
             continue

@@ -2,14 +2,19 @@
 
 Reserved tokens have fixed ids, whatever the corpus: ``<unk>`` 0, ``<pad>`` 1, ``<bos>`` 2,
 ``<eos>`` 3 (defined in :mod:`seqlab.tokens`). The remaining tokens follow by descending frequency (ties broken by first
-appearance in the counted text, so the order is deterministic). Unknown tokens map to ``<unk>``.
+appearance in the counted text, so the order is deterministic). Unknown tokens map to ``<unk>``;
+where a model reads the user's text, each input holding some is reported with the tokens
+(:func:`warn_unknown`, :class:`UnknownTokenWarning`), never replaced silently.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +171,79 @@ class Vocab:
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}: not valid JSON ({exc})") from None
         return cls.from_dict(data, str(path))
+
+
+# ------------------------------------------------------------------------- unknown tokens
+class UnknownTokenWarning(UserWarning):
+    """The user's text held tokens that the model's vocabulary lacks: the model read each as
+    ``<unk>`` (one warning per input, naming the input and the tokens; see :func:`warn_unknown`).
+    """
+
+
+#: distinct unknown tokens named in one message; the others are counted
+SHOWN_UNKNOWN = 5
+#: inputs warned about one by one in one call; the others are counted in one last message
+WARNED_INPUTS = 10
+#: set inside :func:`quiet_unknown` (per thread and per asyncio task)
+_QUIET: ContextVar[bool] = ContextVar("seqlab_unknown_quiet", default=False)
+
+
+def unknown_tokens(vocab: Vocab, tokens: Iterable[str]) -> list[str]:
+    """The tokens that ``vocab`` lacks, in order (each is read as ``<unk>``)."""
+    index = vocab.token_to_idx
+    return [t for t in tokens if t not in index]
+
+
+def unknown_messages(found: Iterable[tuple[str, Sequence[str]]]) -> list[str]:
+    """One message per input that holds unknown tokens, for ``(where, unknown tokens)`` pairs
+    (``where``: the input's name, e.g. ``input line 3``): its count and the first
+    :data:`SHOWN_UNKNOWN` distinct tokens; after :data:`WARNED_INPUTS` inputs, one message
+    counts the rest."""
+    messages, more, more_tokens = [], 0, 0
+    for where, tokens in found:
+        if not tokens:
+            continue
+        if len(messages) == WARNED_INPUTS:
+            more, more_tokens = more + 1, more_tokens + len(tokens)
+            continue
+        distinct = list(dict.fromkeys(tokens))
+        shown = ", ".join(repr(t) for t in distinct[:SHOWN_UNKNOWN])
+        if len(distinct) > SHOWN_UNKNOWN:
+            shown += f" and {len(distinct) - SHOWN_UNKNOWN} more"
+        n = len(tokens)
+        messages.append(
+            f"{where}: {n} token{'s' if n > 1 else ''} not in the model's vocabulary, read as "
+            f"<unk>: {shown}"
+        )
+    if more:
+        messages.append(
+            f"and {more} more input{'s' if more > 1 else ''} with tokens not in the model's "
+            f"vocabulary ({more_tokens} token{'s' if more_tokens > 1 else ''}), read as <unk>"
+        )
+    return messages
+
+
+def warn_unknown(found: Iterable[tuple[str, Sequence[str]]], stacklevel: int = 2) -> None:
+    """An :class:`UnknownTokenWarning` for each message of :func:`unknown_messages` (none inside
+    :func:`quiet_unknown`)."""
+    if not reporting_unknown():
+        return
+    for message in unknown_messages(found):
+        warnings.warn(message, UnknownTokenWarning, stacklevel=stacklevel + 1)
+
+
+def reporting_unknown() -> bool:
+    """Whether unknown tokens are warned about here (False inside :func:`quiet_unknown`)."""
+    return not _QUIET.get()
+
+
+@contextmanager
+def quiet_unknown() -> Iterator[None]:
+    """No :class:`UnknownTokenWarning` inside this block (for this thread or asyncio task only):
+    a caller that reports unknown tokens its own way (the server's responses, ``evaluate``'s file
+    lines) reads the inputs inside it."""
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)

@@ -14,7 +14,11 @@ requests on the batcher's worker thread (:meth:`~Handler.run_batch`) and describ
 ``/models`` (:meth:`~Handler.info`).
 
 Predictors show no progress bars here (:func:`seqlab.progress.no_progress`): the server's
-standard error is its log. Attention weights are rounded to 4 decimals for the wire.
+standard error is its log. Nor do they warn of tokens outside the vocabulary
+(:func:`seqlab.data.vocab.quiet_unknown`): each response lists them in its ``warnings``, by text
+(:func:`seqlab.data.vocab.unknown_messages`). A text holding a line break other than ``\\n``
+is refused (422, :func:`seqlab.textio.check_line_breaks`). Attention weights are rounded to 4
+decimals for the wire.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from seqlab.data.vocab import quiet_unknown, unknown_messages
 from seqlab.errors import SeqlabError
 from seqlab.progress import no_progress
 from seqlab.serve import schemas
 from seqlab.serve.batching import Job
-from seqlab.serve.limits import Limits, check
+from seqlab.serve.limits import LimitExceeded, Limits, check
+from seqlab.textio import check_line_breaks
 
 #: decimals kept of attention weights in responses
 WEIGHT_DECIMALS = 4
@@ -57,7 +63,8 @@ def _weights(x: Tensor) -> list[Any]:
 
 
 def _texts(value: str | list[str] | None, limits: Limits, what: str = "text") -> list[str]:
-    """One text or a list, checked: not empty, within ``max_texts`` and ``max_chars``."""
+    """One text or a list, checked: not empty, within ``max_texts`` and ``max_chars``, holding no
+    line break other than ``\\n``."""
     if value is None:
         raise InputError(f"give {what}: one text or a list of texts")
     texts = [value] if isinstance(value, str) else list(value)
@@ -69,7 +76,16 @@ def _texts(value: str | list[str] | None, limits: Limits, what: str = "text") ->
         check(len(text), limits, "max_chars", f"the length of {where} in characters", 413)
         if not text.strip():
             raise InputError(f"{where} is empty; give something to read")
+        check_line_breaks(text, where)
     return texts
+
+
+def _unknown(predictor: Any, texts: Sequence[str]) -> list[str]:
+    """The ``warnings`` of a response: the tokens of each text (``text 1``, ``text 2``, …) that
+    the model's vocabulary lacks, read as ``<unk>``."""
+    return unknown_messages(
+        (f"text {i}", predictor.unknown_tokens(t)) for i, t in enumerate(texts, start=1)
+    )
 
 
 class Handler:
@@ -126,8 +142,9 @@ class Handler:
         raise NotImplementedError
 
     def run_batch(self, jobs: Sequence[Job]) -> list[Any]:
-        """What the batcher calls: :meth:`run` without progress bars (stderr is the log)."""
-        with no_progress():
+        """What the batcher calls: :meth:`run` without progress bars (stderr is the log) or
+        warnings of unknown tokens (each response carries its own)."""
+        with no_progress(), quiet_unknown():
             return self.run(jobs)
 
 
@@ -308,6 +325,7 @@ class TranslationHandler(Handler):
                     engine="seqlab" if backend == "pytorch" else self.engine,
                     translations=translations,
                     notes=notes,
+                    warnings=_unknown(p, w.texts),
                 )
             )
         return out
@@ -390,17 +408,21 @@ class ClassificationHandler(Handler):
         return ClassifyWork(items, request.attention), len(items)
 
     def _image(self, data: bytes, where: str) -> tuple[Tensor, str | None]:
-        """An uploaded image as the predictor reads it, once its size is within the limits."""
-        from PIL import Image, UnidentifiedImageError
+        """An uploaded image as the predictor reads it: its pixel count, from the header, within
+        ``max_image_pixels`` before anything is decoded (a decompression bomb is a 413)."""
+        from seqlab.data.images import ImageTooLarge
 
+        limit = self.limits.max_image_pixels
         try:
-            with Image.open(io.BytesIO(data)) as img:  # reads the header only
-                width, height = img.size
-        except (UnidentifiedImageError, OSError):
-            raise InputError(f"{where} is not an image file PIL can read") from None
-        check(width * height, self.limits, "max_image_pixels", f"{where}'s pixel count", 413)
-        try:
-            return self.predictor.read_image(io.BytesIO(data))
+            return self.predictor.read_image(io.BytesIO(data), max_pixels=limit)
+        except ImageTooLarge as exc:
+            count = f"is {exc.pixels:,}" if exc.pixels is not None else "is more than PIL opens"
+            raise LimitExceeded(
+                f"{where}'s pixel count {count}, over the server's limit max_image_pixels={limit}"
+                + ("" if exc.limit == limit else f" (PIL opens at most {exc.limit:,})"),
+                "max_image_pixels",
+                413,
+            ) from None
         except SeqlabError:
             raise InputError(f"{where} is not an image file PIL can read") from None
 
@@ -458,7 +480,8 @@ class ClassificationHandler(Handler):
                     attention=self._attention(inputs[i]) if work.attention else None,
                 )
             )
-        return schemas.ClassifyResponse(model=self.name, results=out)
+        unknown = [] if self.predictor.images else _unknown(self.predictor, inputs)
+        return schemas.ClassifyResponse(model=self.name, results=out, warnings=unknown)
 
     def _attention(self, item: str | Tensor) -> schemas.ClassAttention:
         p = self.predictor
@@ -506,6 +529,7 @@ class LanguageModelHandler(Handler):
         check(
             len(request.prefix), self.limits, "max_chars", "the prefix's length in characters", 413
         )
+        check_line_breaks(request.prefix, "prefix")
         check(request.tokens, self.limits, "max_tokens", "tokens")
         self.predictor.check(  # the task's own reading of the options, before queuing
             "generate",
@@ -540,6 +564,7 @@ class LanguageModelHandler(Handler):
             model=self.name,
             text=p.detokenize(ids + new),
             tokens=[p.vocab.to_tokens(t) for t in new],
+            warnings=unknown_messages([("prefix", p.unknown_tokens(work.prefix))]),
         )
 
     def _tokens(self, work: GenerateWork) -> Iterator[int]:
@@ -600,8 +625,9 @@ class ForecastHandler(Handler):
         return work, 1
 
     def run(self, jobs: Sequence[Job]) -> list[Any]:
-        from seqlab.data.series import parse_series_csv
+        from seqlab.data.series import CsvSettings, parse_series_csv
 
+        fields = CsvSettings('"column" in the request', '"missing" in the request')
         results: list[Any] = []
         for job in jobs:
             w: ForecastWork = job.payload
@@ -609,7 +635,7 @@ class ForecastHandler(Handler):
                 history = w.history
                 if history is None:
                     assert w.csv is not None
-                    history = parse_series_csv(w.csv, "csv", w.column, w.missing)
+                    history = parse_series_csv(w.csv, "csv", w.column, w.missing, fields)
                     check(len(history), self.limits, "max_history", "the CSV's rows", 413)
                 values = self.predictor.forecast(history, w.steps)
                 results.append(

@@ -3,7 +3,13 @@ schema at ``/docs``).
 
 A request names a model by the name the server gave it (never a path); ``model`` may be left
 out when the server holds exactly one model of the route's task. Unknown fields are refused
-(422), so a misspelt option never passes silently.
+(422), so a misspelt option never passes silently, and so is a field of the wrong JSON type
+(pydantic's strict mode: ``"beam": "5"``, ``"nbest": 2.0``, ``"text": 5`` or ``true`` for a
+number are 422s naming the field, never converted; a whole number is taken for a float).
+
+A response that read text carries ``warnings``: each text holding tokens that the model's
+vocabulary lacks, named (``text 2``, ``prefix``) with those tokens, which the model read as
+``<unk>``.
 
 Attention weights are nested lists: ``layers × heads × queries × keys``; each row (one query)
 sums to 1 over the keys.
@@ -11,7 +17,7 @@ sums to 1 over the keys.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
@@ -21,7 +27,7 @@ LayerHeads = list[list[Matrix]]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = Field(
         None,
@@ -128,11 +134,22 @@ class Translation(BaseModel):
     detail: AttentionDetail | None = None
 
 
+def _warnings() -> Any:
+    """The ``warnings`` field of a response that read text."""
+    return Field(
+        default_factory=list,
+        description="texts holding tokens that the model's vocabulary lacks (read as <unk>), "
+        "each named with its tokens: \"text 2: 1 token not in the model's vocabulary, read as "
+        "<unk>: 'zzz'\"",
+    )
+
+
 class TranslateResponse(BaseModel):
     model: str
     engine: str
     translations: list[Translation]
     notes: list[str] = Field(default_factory=list)
+    warnings: list[str] = _warnings()
 
 
 # -------------------------------------------------------------------------------- /classify
@@ -164,6 +181,7 @@ class Classification(BaseModel):
 class ClassifyResponse(BaseModel):
     model: str
     results: list[Classification]
+    warnings: list[str] = _warnings()
 
 
 # -------------------------------------------------------------------------------- /generate
@@ -182,6 +200,7 @@ class GenerateResponse(BaseModel):
     model: str
     text: str = Field(description="the prefix and its continuation")
     tokens: list[str] = Field(description="the generated tokens")
+    warnings: list[str] = _warnings()
 
 
 # -------------------------------------------------------------------------------- /forecast

@@ -14,6 +14,7 @@ from types import ModuleType
 
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError
+from seqlab.objective import Selection
 from seqlab.precision import resolve_precision
 from seqlab.rundir import RunDir
 from seqlab.tasks import classification, forecasting, language_modeling, translation
@@ -51,6 +52,12 @@ def load(run_dir: str | Path, which: str = "best", precision: str | None = None)
     if precision is not None:
         predictor.precision = resolve_precision(precision)
     return predictor
+
+
+def selection_of(cfg: ExperimentConfig) -> Selection:
+    """How a run of ``cfg`` chooses its checkpoints: its task's validation metric, and whether
+    lower or higher is better (the metric ``seqlab curves`` draws unless told)."""
+    return task_of(cfg).SELECT
 
 
 def predictors() -> list[type[Predictor]]:

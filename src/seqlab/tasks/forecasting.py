@@ -26,6 +26,7 @@ from seqlab import catalog
 from seqlab.config import ExperimentConfig
 from seqlab.data.series import (
     MAX_ABS_VALUE,
+    OPTION_SETTINGS,
     Scaler,
     Split,
     WindowBatches,
@@ -39,6 +40,7 @@ from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.io import atomic_write_json, read_format_json
 from seqlab.models import build_model
 from seqlab.objective import LossOutput, Selection
+from seqlab.outputs import FILE_RULE
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction, Report
@@ -144,7 +146,7 @@ class Forecaster(Predictor):
         ),
         Option(
             "--plot",
-            "draw RMSE by horizon (a new or regular file)",
+            f"draw RMSE by horizon into FILE: {FILE_RULE}",
             ("evaluate",),
             role="figure",
             metavar="FILE",
@@ -176,7 +178,7 @@ class Forecaster(Predictor):
         ),
         Option(
             "--png",
-            "draw the end of the series and the forecast (a new or regular file)",
+            f"draw the end of the series and the forecast into FILE: {FILE_RULE}",
             ("forecast",),
             role="figure",
             metavar="FILE",
@@ -269,7 +271,7 @@ class Forecaster(Predictor):
             history = load_series(self.cfg).tolist()
             source = f"the run's series ({self.cfg.data.dataset})"
         elif isinstance(inputs, str | Path):
-            history = read_series_csv(inputs, column, missing or "error")
+            history = read_series_csv(inputs, column, missing or "error", OPTION_SETTINGS)
             source = str(inputs)
         else:
             history = torch.as_tensor(inputs).tolist() if isinstance(inputs, Tensor) else inputs
@@ -434,7 +436,7 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         train_batches=batches,
         loss_fn=loss_fn,
         evaluate=evaluate,
-        select=Selection("val_rmse", "min"),
+        select=SELECT,
         save_artefacts=lambda directory: _save_series(Path(directory) / "series.json", scaler, cfg),
         predictor=Forecaster(model, cfg, scaler),
         meta={"window": d.window},
@@ -442,6 +444,9 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         perplexity=False,
     )
 
+
+#: forecasting chooses checkpoints by validation RMSE (in the series' units), lower is better
+SELECT = Selection("val_rmse", "min")
 
 #: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
 PREDICTORS = (Forecaster,)

@@ -15,7 +15,6 @@ A run directory holds ``vocab.json`` and ``tokenizer.json`` besides the config a
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from seqlab.config import ExperimentConfig
 from seqlab.data.lm_batching import LMBatches
 from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus
 from seqlab.data.tokenizers import Tokenizer, load_tokenizer, save_tokenizer
-from seqlab.data.vocab import Vocab
+from seqlab.data.vocab import Vocab, quiet_unknown, unknown_tokens, warn_unknown
 from seqlab.errors import DataError, SeqlabError
 from seqlab.models import build_model
 from seqlab.models.language_model import CausalLM, continuation
@@ -42,7 +41,7 @@ from seqlab.progress import progress
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction, Report
-from seqlab.textio import read_lines
+from seqlab.textio import check_line_breaks, read_lines
 
 ARTEFACTS = ("vocab.json", "tokenizer.json")
 #: most tokens one generate call writes (a typo like 10**11 would otherwise run for days)
@@ -175,7 +174,7 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         train_batches=batches,
         loss_fn=lm_loss,
         evaluate=lambda m: evaluate_lm(m, corpus.val, d.batch_size, d.num_steps),
-        select=Selection("val_loss", "min"),
+        select=SELECT,
         save_artefacts=save_artefacts,
         predictor=LanguageModel(model, cfg, corpus.vocab, corpus.tokenizer),
         meta={"vocab_size": len(corpus.vocab)},
@@ -320,10 +319,14 @@ class LanguageModel(Predictor):
         the data) or on ``files={"text": FILE}``."""
         split, files = self._source(split, files, "val")
         if files:
-            text = "\n".join(read_lines(files["text"], "--text"))
-            report = PerplexityReport(
-                self.checkpoint, {"text": files["text"]}, self.perplexity(text)
+            lines = read_lines(files["text"], "--text")
+            warn_unknown(
+                ((f"{files['text']}:{n}", self.unknown_tokens(t)) for n, t in enumerate(lines, 1)),
+                2,
             )
+            with quiet_unknown():  # reported above, by line
+                scores = self.perplexity("\n".join(lines))
+            report = PerplexityReport(self.checkpoint, {"text": files["text"]}, scores)
         else:
             if split not in ("train", "val"):
                 raise SeqlabError(
@@ -380,15 +383,9 @@ class LanguageModel(Predictor):
         options = {"tokens": tokens, "temperature": temperature, "top_k": top_k, "seed": seed}
         self.check("generate", options)
         sampling = self.sampling(temperature, top_k)
+        check_line_breaks(prefix, "the prefix")
         ids = self.prefix_ids(prefix)
-        unknown = [t for t in self.tokenizer.tokenize(prefix) if t not in self.vocab]
-        if unknown:
-            shown = ", ".join(repr(t) for t in dict.fromkeys(unknown))
-            warnings.warn(
-                f"{len(unknown)} token(s) of the prefix are not in the model's vocabulary "
-                f"({shown[:80]}): the model reads each as <unk>, and the text shows it so",
-                stacklevel=2,
-            )
+        warn_unknown([("the prefix", self.unknown_tokens(prefix))], 2)
         return self._continue(ids, tokens, sampling, torch.Generator().manual_seed(seed))
 
     def _continue(
@@ -452,9 +449,21 @@ class LanguageModel(Predictor):
             return Sampling("greedy", 1.0, 0)
         return Sampling("sample", temperature if temperature is not None else 1.0, top_k or 0)
 
+    def unknown_tokens(self, text: str) -> list[str]:
+        """The tokens of ``text`` that the vocabulary lacks (the model reads each as ``<unk>``),
+        in order."""
+        return unknown_tokens(self.vocab, self.tokenizer.tokenize(text))
+
     def perplexity(self, text: str) -> dict[str, float]:
-        """Loss (nats/token) and perplexity of ``text`` under the model."""
-        ids = torch.tensor(self.vocab[self.tokenizer.tokenize(text)], dtype=torch.long)
+        """Loss (nats/token) and perplexity of ``text`` under the model; tokens that the
+        vocabulary lacks are scored as ``<unk>``, with an
+        :class:`~seqlab.data.vocab.UnknownTokenWarning` naming them."""
+        if not isinstance(text, str):
+            raise SeqlabError(f"perplexity takes one text (a string), not {type(text).__name__}")
+        check_line_breaks(text, "the text")
+        pieces = self.tokenizer.tokenize(text)
+        warn_unknown([("the text", unknown_tokens(self.vocab, pieces))], 2)
+        ids = torch.tensor(self.vocab[pieces], dtype=torch.long)
         return self._score(ids)
 
     def _score(self, ids: Tensor) -> dict[str, float]:
@@ -463,6 +472,9 @@ class LanguageModel(Predictor):
             m = evaluate_lm(self.model, ids, d.batch_size, d.num_steps)
         return {"loss": m["val_loss"], "perplexity": m["val_ppl"], "tokens": len(ids) - 1}
 
+
+#: a language model chooses checkpoints by validation loss (cross-entropy), lower is better
+SELECT = Selection("val_loss", "min")
 
 #: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
 PREDICTORS = (LanguageModel,)

@@ -23,6 +23,7 @@ the model exported to CTranslate2, under the rules of :func:`check_engine`.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
@@ -45,7 +46,7 @@ from seqlab.data.translation_batching import (
     encode_pairs,
     pad_sequences,
 )
-from seqlab.data.vocab import Vocab
+from seqlab.data.vocab import Vocab, quiet_unknown, unknown_tokens, warn_unknown
 from seqlab.deprecation import renamed_kwargs
 from seqlab.errors import SeqlabError
 from seqlab.io import atomic_write_text
@@ -54,7 +55,7 @@ from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.ensemble import Ensemble
 from seqlab.models.search import Hypothesis, beam_search, greedy_search, token_log_probs
 from seqlab.objective import LossOutput, Selection
-from seqlab.outputs import RULE
+from seqlab.outputs import FILE_RULE, RULE
 from seqlab.precision import autocast
 from seqlab.progress import progress
 from seqlab.rundir import RunDir
@@ -62,8 +63,14 @@ from seqlab.tasks.base import Experiment, Predictor, Run, as_batch, load_weights
 from seqlab.tasks.options import Option
 from seqlab.tasks.paper_bleu import paper_bleu
 from seqlab.tasks.report import Prediction, Report
-from seqlab.textio import read_lines
+from seqlab.textio import check_line_breaks, own_data, read_lines
 from seqlab.tokens import BOS, EOS
+
+#: what :meth:`Translator.ensemble_with` takes: a run directory or a loaded run
+Member = str | Path | Predictor
+_NOT_A_MEMBER = (
+    "ensemble_with takes run directories (str or Path) or translators that seqlab.load returned"
+)
 
 ARTEFACTS = (
     "src_vocab.json",
@@ -208,11 +215,13 @@ def score_translations(
 
 # ------------------------------------------------------------------------------ inference
 def as_sentences(items: Any, what: str = "sentence") -> tuple[list[str], bool]:
-    """:func:`~seqlab.tasks.base.as_batch` for text: every item must be a string."""
+    """:func:`~seqlab.tasks.base.as_batch` for text: every item must be a string holding no line
+    break other than ``\\n`` (:func:`~seqlab.textio.check_line_breaks`)."""
     batch, single = as_batch(items, what)
     for i, item in enumerate(batch):
         if not isinstance(item, str):
             raise SeqlabError(f"{what} {i} is not a string but {type(item).__name__} {item!r:.40}")
+        check_line_breaks(item, f"{what} {i}")
     return batch, single
 
 
@@ -397,8 +406,7 @@ class Translator(Predictor):
         ),
         Option(
             "--output",
-            "also write the hypotheses here (a new or regular file, replaced "
-            "atomically; a symbolic link or device is refused)",
+            f"also write the hypotheses into FILE (atomically): {FILE_RULE}",
             ("evaluate",),
             role="output",
             metavar="FILE",
@@ -468,17 +476,36 @@ class Translator(Predictor):
         return cls(load_weights(model, run), run.cfg, vocabs, run)
 
     def ensemble_with(
-        self, others: Sequence[Predictor], names: Sequence[str] | None = None
+        self,
+        others: Member | Sequence[Member],
+        names: Sequence[str] | None = None,
+        which: str = "best",
     ) -> Translator:
-        """This run and ``others`` (named ``names`` in messages; default: their run
-        directories) as one translator whose model
-        is their :class:`~seqlab.models.ensemble.Ensemble`: the mean of the models' next-token
+        """This run and ``others`` — one or a list of run directories (``str`` or ``Path``,
+        loaded at ``which``) or translators :func:`seqlab.load` returned, named ``names`` in
+        messages (default: their run directories) — as one translator whose model is their
+        :class:`~seqlab.models.ensemble.Ensemble`: the mean of the models' next-token
         probabilities. Tokenising, decoding settings and precision stay this run's, so every
-        other run must be a translation run with the same vocabularies and tokenizers."""
-        mine = self.run.run_dir if self.run is not None else "this run"
+        other run must be a translation run with the same vocabularies and tokenizers.
+        Anything else is a :class:`TypeError`."""
+        from seqlab.tasks import load
+
+        given = [others] if isinstance(others, str | Path | Predictor) else others
+        if not isinstance(given, Sequence):
+            raise TypeError(_NOT_A_MEMBER + f", or a list of them; got {type(others).__name__}")
+        for item in given:
+            if not isinstance(item, str | Path | Predictor):
+                raise TypeError(_NOT_A_MEMBER + f"; got {type(item).__name__} in the list")
         if names is None:
-            names = [str(o.run.run_dir) if o.run is not None else repr(o) for o in others]
-        for other, name in zip(others, names, strict=True):
+            names = [
+                str(o) if not isinstance(o, Predictor) else str(o.run.run_dir) if o.run else repr(o)
+                for o in given
+            ]
+        if len(names) != len(given):
+            raise SeqlabError(f"ensemble_with: {len(names)} names for {len(given)} runs")
+        members = [o if isinstance(o, Predictor) else load(o, which) for o in given]
+        mine = self.run.run_dir if self.run is not None else "this run"
+        for other, name in zip(members, names, strict=True):
             if not isinstance(other, Translator):
                 raise SeqlabError(
                     f"--ensemble {name}: holds {other.kind} model (model.arch="
@@ -500,10 +527,10 @@ class Translator(Predictor):
                         f"--ensemble {name}: its {side} tokenizer differs from {mine}'s: the "
                         "models of an ensemble must split text the same way"
                     )
-        models = [self.model, *(o.model for o in others)]  # type: ignore[attr-defined]
+        models = [self.model, *(o.model for o in members)]  # type: ignore[attr-defined]
         joined = Translator(Ensemble(models).eval(), self.cfg, self.vocabs, self.run)
         joined.precision = self.precision
-        joined.members = [*self.members, *(str(o.checkpoint) for o in others)]
+        joined.members = [*self.members, *(str(o.checkpoint) for o in members)]
         return joined
 
     @property
@@ -585,6 +612,11 @@ class Translator(Predictor):
         ids = self.vocabs.src_vocab[self.vocabs.src_tokenizer.tokenize(sentence)]
         return ids[: self.max_source_tokens] + [EOS]
 
+    def unknown_tokens(self, sentence: str) -> list[str]:
+        """The tokens of ``sentence`` that the source vocabulary lacks (the encoder reads each as
+        ``<unk>``), in order."""
+        return unknown_tokens(self.vocabs.src_vocab, self.vocabs.src_tokenizer.tokenize(sentence))
+
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.vocabs.tgt_tokenizer.detokenize(self.vocabs.tgt_vocab.to_tokens(list(ids)))
 
@@ -606,7 +638,10 @@ class Translator(Predictor):
         sentence (a string), its n-best list.
 
         Blank sentences get one empty hypothesis without decoding. Over-long inputs are cut to
-        ``data.max_len`` positions, with one warning.
+        ``data.max_len`` positions, with one warning. A sentence holding tokens that the source
+        vocabulary lacks is read with ``<unk>`` in their place, with an
+        :class:`~seqlab.data.vocab.UnknownTokenWarning` naming it (``sentence I``, its index) and
+        the tokens; a line break other than ``\\n`` in a sentence is refused.
 
         Args:
             engine: ``pytorch`` (seqlab's own search) or ``ctranslate2`` (the model exported to
@@ -628,8 +663,14 @@ class Translator(Predictor):
         decode = decode_options(self.cfg.decode, beam, nbest, length_penalty)
         self.check_ensemble_engine(engine)
         check_engine(engine, quantize, self.cfg.model.arch, need_weights)
-        src_ids = [self.source_ids(s) if s.strip() else [] for s in sentences]
-        cut = sum(self.is_cut(s) for s in sentences)
+        vocab, tokenize = self.vocabs.src_vocab, self.vocabs.src_tokenizer.tokenize
+        pieces = [tokenize(s) for s in sentences]  # once: ids, cuts and unknown tokens
+        src_ids = [
+            vocab[p][: self.max_source_tokens] + [EOS] if s.strip() else []
+            for s, p in zip(sentences, pieces, strict=True)
+        ]
+        warn_unknown(((f"sentence {i}", unknown_tokens(vocab, p)) for i, p in enumerate(pieces)), 4)
+        cut = sum(len(p) > self.max_source_tokens for p in pieces)
         if cut:
             warnings.warn(
                 f"truncated {cut} of {len(sentences)} input sentences to "
@@ -699,6 +740,9 @@ class Translator(Predictor):
         alignment (Bahdanau et al. 2014, §3.1)."""
         if tokens is None:
             tokens = self.hypotheses(sentence)[0].tokens
+        else:
+            check_line_breaks(sentence, "the sentence")
+            warn_unknown([("the sentence", self.unknown_tokens(sentence))], 4)
         device = next(self.model.parameters()).device
         src_ids, out_ids = self.source_ids(sentence), [*tokens, EOS]
         src = torch.tensor([src_ids], device=device)  # (1, S)
@@ -822,7 +866,7 @@ class Translator(Predictor):
         """Translations of ``inputs`` (``seqlab translate``): the best of each, or the ``nbest``
         best with their scores; with ``attention_png`` one source × output heatmap per sentence
         in that directory, ``attention-NNNN.png`` after its input line (``numbers``, default 1,
-        2, …)."""
+        2, …). Unknown tokens are reported by input line (``input line N``)."""
         sentences, _ = as_sentences(inputs)
         options = {
             "beam": beam,
@@ -833,7 +877,15 @@ class Translator(Predictor):
         }
         self.check("translate", {**options, "attention_png": attention_png})
         numbers = list(numbers) if numbers is not None else list(range(1, len(sentences) + 1))
-        found = self.hypotheses(sentences, need_weights=bool(attention_png), **options)
+        warn_unknown(
+            (
+                (f"input line {n}", self.unknown_tokens(s))
+                for n, s in zip(numbers, sentences, strict=True)
+            ),
+            2,
+        )
+        with quiet_unknown():  # reported above, by input line
+            found = self.hypotheses(sentences, need_weights=bool(attention_png), **options)
         out = Translations(
             [[(self.detokenize(h.tokens), h.score) for h in hyps] for hyps in found],
             numbers,
@@ -841,14 +893,37 @@ class Translator(Predictor):
         )
         if attention_png:
             out.figures = [
-                self._draw_alignment(Path(attention_png), number, line, hyps[0])
+                self.draw_alignment(Path(attention_png), number, line, hyps[0])
                 for number, line, hyps in zip(numbers, sentences, found, strict=True)
                 if line.strip()
             ]
         return out
 
-    def _draw_alignment(self, directory: Path, index: int, line: str, hyp: Hypothesis) -> Path:
-        from seqlab.plotting import plot_attention
+    @property
+    def alignment_name(self) -> str:
+        """Which attention :meth:`draw_alignment` draws: one decoder layer's cross-attention,
+        averaged over its heads, for a Transformer (``attention_layer``); the decoder's one
+        attention over the source for an RNN (``model.attention``, its score); the mean over the
+        models of an ensemble."""
+        m = self.cfg.model
+        layer = getattr(self.model, "attention_layer", None)
+        if self.members:
+            return f"attention over the source, mean over the {len(self.members) + 1} models"
+        if layer is not None:
+            n = m.decoder_layers  # type: ignore[attr-defined]
+            return (  # counted from 0, as attention_layer and classify's --layer count
+                f"decoder layer {layer % n} (layers 0–{n - 1}), mean of its "
+                f"{m.num_heads} heads — cross-attention"  # type: ignore[attr-defined]
+            )
+        score = getattr(m, "attention", None)
+        return f"the decoder's {score + ' ' if isinstance(score, str) else ''}attention over the source"
+
+    def draw_alignment(self, directory: Path, number: int, line: str, hyp: Hypothesis) -> Path:
+        """The source × output heatmap of ``line``'s hypothesis ``hyp`` (decoded with
+        ``need_weights``) as ``directory/attention-NNNN.png`` after ``number``
+        (:func:`~seqlab.plotting.attention_png_name`), titled with the line and
+        :attr:`alignment_name`."""
+        from seqlab.plotting import attention_png_name, plot_attention
 
         x_tokens = self.vocabs.src_vocab.to_tokens(self.source_ids(line))
         y_tokens = self.vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]
@@ -861,10 +936,10 @@ class Translator(Predictor):
             weights = weights[: len(y_tokens), : len(x_tokens)]
         return plot_attention(
             weights,
-            directory / f"attention-{index:04d}.png",
+            directory / attention_png_name(number),
             x_tokens=x_tokens,
             y_tokens=y_tokens,
-            title=title,
+            title=f"{title}\n{self.alignment_name}",
             xlabel="source",
             ylabel="output",
         )
@@ -882,7 +957,8 @@ class Translator(Predictor):
     ) -> TranslationReport:
         """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``;
         reads the data) or on ``files={"src": FILE, "ref": FILE}``; ``output``: also write the
-        translations there (atomically)."""
+        translations there (atomically). Unknown tokens of ``src`` are reported by ``FILE:LINE``
+        (those of the run's own data are not: its vocabulary was built leaving them out)."""
         split, files = self._source(split, files, "val")
         options = {"beam": beam, "length_penalty": length_penalty}
         self.check("evaluate", {**options, "engine": engine, "quantize": quantize})
@@ -913,6 +989,13 @@ class Translator(Predictor):
                     f"{len(references)}; they must pair up line by line"
                 )
             source = dict(files)
+            warn_unknown(
+                (
+                    (f"{files['src']}:{n}", self.unknown_tokens(s))
+                    for n, s in enumerate(sources, start=1)
+                ),
+                2,
+            )
         else:
             assert split is not None
             splits = load_pairs(self.cfg)
@@ -923,7 +1006,9 @@ class Translator(Predictor):
                 )
             sources, references = [s for s, _ in splits[split]], [t for _, t in splits[split]]
             source = {"split": split}
-        scores = self.score(sources, references, **options, engine=engine, quantize=quantize)
+        # --src: unknown tokens reported above, by line; a split: the run's own data
+        with quiet_unknown(), own_data() if not files else contextlib.nullcontext():
+            scores = self.score(sources, references, **options, engine=engine, quantize=quantize)
         outputs = scores.pop("translations")
         decode = decode_options(self.cfg.decode, beam, None, length_penalty)
         scores["beam_size"] = decode.beam_size if decode.strategy == "beam" else 1
@@ -990,7 +1075,7 @@ def validation(cfg: ExperimentConfig, vocabs: TranslationVocabs, val: Pairs, fin
             loss, n = model.loss(batch.to(device))
             total, count = total + loss.item() * n, count + n
         translator = Translator(model, decoding, vocabs)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), own_data():
             warnings.simplefilter("ignore")
             scores = translator.score([s for s, _ in val], [t for _, t in val])
         return {
@@ -1029,7 +1114,7 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         train_batches=batches,
         loss_fn=lambda m, batch, state: translation_loss(m, batch, state, smoothing),
         evaluate=validation(cfg, vocabs, splits["val"]),
-        select=Selection("val_bleu", "max"),
+        select=SELECT,
         save_artefacts=lambda directory: save_vocabs(vocabs, directory),
         predictor=Translator(model, cfg, vocabs),
         meta=_sizes(vocabs),
@@ -1040,6 +1125,9 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         ),
     )
 
+
+#: translation chooses checkpoints by validation BLEU, higher is better
+SELECT = Selection("val_bleu", "max")
 
 #: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
 PREDICTORS = (Translator,)

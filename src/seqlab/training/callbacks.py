@@ -65,8 +65,10 @@ class ProgressBar(Callback):
             )
 
     def on_eval(self, trainer: Trainer, record: dict[str, Any]) -> None:
+        select = trainer.select  # the best so far, named with its metric and direction
+        best = f"best ({'lowest' if select.mode == 'min' else 'highest'} {select.metric})"
         shown = "  ".join(
-            f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+            f"{best if k == 'best' else k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
             for k, v in record.items()
             if k not in ("step", "epoch", "elapsed_s")
         )

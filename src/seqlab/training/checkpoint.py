@@ -122,12 +122,17 @@ def commit_checkpoint(run_dir: Path, tmp: Path, step: int, is_best: bool, keep_l
 
 
 def prune(run_dir: Path, keep_last: int) -> None:
-    """Remove all but the last ``keep_last`` checkpoints (0: keep all), never the best one."""
+    """Remove all but the last ``keep_last`` trained checkpoints (0: keep all), never the best
+    one. An end-of-training average counts as none of them (it is kept while it is the best), so
+    that the next average (``train.average_last``, see
+    :attr:`~seqlab.config.TrainConfig.checkpoints_kept`) finds its checkpoints also in a run
+    trained further after its average was kept."""
     run = RunDir(run_dir)
     steps = run.steps()
-    best = run.pointer("best")
-    for step in steps[:-keep_last] if keep_last else steps:
-        if step != best:
+    trained = [s for s in steps if not run.is_average(s)]
+    kept = set(trained[-keep_last:] if keep_last else trained) | {run.pointer("best")}
+    for step in steps:
+        if step not in kept:
             shutil.rmtree(run.step_dir(step), ignore_errors=True)
     remove_temporary(run_dir)
 

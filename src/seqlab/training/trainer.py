@@ -198,11 +198,15 @@ class Trainer:
                 window = self.run_epoch(window)
         if window.tokens:
             self.log(window)
+        history = self.pos.history
         summary = {
             "step": self.pos.step,
             "epoch": self.pos.epoch,
             "best": self.pos.best,
             "select": self.select.metric,
+            # which way "best" goes (min: the lowest), and the last validation's value
+            "select_mode": self.select.mode,
+            "last": history[-1].get(self.select.metric) if history else None,
             "stopped": self.stop_reason,
             "wall_seconds": round(self.elapsed(), 1),
             "precision": self.precision.precision,
@@ -264,16 +268,32 @@ class Trainer:
 
     def budget_reason(self) -> str:
         """Why training must stop now (the same answer on every process), or ''."""
-        if self.pos.step >= self.total_steps:
-            return f"step budget of {self.total_steps} reached"
-        if self.pos.epoch >= self.cfg.epochs:
-            return f"{self.cfg.epochs} epochs done"
+        if self.pos.step >= self.total_steps and self.cfg.max_steps:
+            return f"step budget train.max_steps={self.cfg.max_steps} reached"
+        if self.pos.step >= self.total_steps or self.pos.epoch >= self.cfg.epochs:
+            return f"train.epochs={self.cfg.epochs} done"
         out_of_time = (
             self.cfg.max_minutes is not None and self.elapsed() > 60 * self.cfg.max_minutes
         )
         if dist.broadcast_flag(out_of_time):
-            return f"time budget of {self.cfg.max_minutes} min reached"
+            return f"time budget train.max_minutes={self.cfg.max_minutes:g} reached"
         return ""
+
+    def lifted_limits(self) -> list[str]:
+        """The ``--resume`` overrides that let a finished run train further: every limit it has
+        reached (the steps, the epochs, the time, early stopping's patience), doubled (the time:
+        as much again as it had, counted from the time already spent)."""
+        cfg, pos, out = self.cfg, self.pos, []
+        if cfg.max_steps and pos.step >= cfg.max_steps:
+            out.append(f"train.max_steps={2 * cfg.max_steps}")
+        if pos.epoch >= cfg.epochs or (not cfg.max_steps and pos.step >= self.total_steps):
+            out.append(f"train.epochs={2 * cfg.epochs}")
+        if cfg.max_minutes is not None and self.elapsed() > 60 * cfg.max_minutes:
+            out.append(f"train.max_minutes={math.ceil(self.elapsed() / 60 + cfg.max_minutes)}")
+        patience = cfg.early_stopping_patience
+        if patience and pos.evals_since_best >= patience:
+            out.append(f"train.early_stopping_patience={2 * patience}")
+        return out
 
     def train_step(
         self, group: list[tuple[Any, float]], state: Any
@@ -477,8 +497,10 @@ class Trainer:
                 cb.on_eval(self, record)
 
     def average_last(self, n: int) -> dict[str, Any]:
-        """Average the last ``n`` kept checkpoints (Vaswani et al. 2017, §6.1); keep the result
-        as a new checkpoint, the best one, if it evaluates better than the best so far.
+        """Average the last ``n`` trained checkpoints (Vaswani et al. 2017, §6.1; pruning keeps
+        them, :attr:`~seqlab.config.TrainConfig.checkpoints_kept`, and a run that saved fewer
+        averages those, with a ``note`` in the result); keep the result as a new checkpoint, the
+        best one, if it evaluates better than the best so far.
 
         With ``final_evaluate``, the average and the best checkpoint are both evaluated by it
         and it alone decides (``"final"`` in the result holds both); ``evaluate`` still records
@@ -486,7 +508,12 @@ class Trainer:
         """
         steps = [s for s in self.rundir.steps() if not self.rundir.is_average(s)][-n:]
         if len(steps) < 2:
-            return {"skipped": f"only {len(steps)} checkpoint(s) kept; raise train.keep_last"}
+            return {
+                "skipped": f"only {len(steps)} trained checkpoint(s) saved; validate or save "
+                "more often (train.eval_every, train.save_every)"
+            }
+        fewer = len(steps) < n
+        note = f"average of {len(steps)}, not {n}: only {len(steps)} trained checkpoints are there"
         state = ckpt.average_checkpoints([self.rundir.step_dir(s) for s in steps])
         metrics: dict[str, Any] = {}
         better = False
@@ -511,7 +538,7 @@ class Trainer:
             self.pos.best = float(metrics[self.select.metric]) if metrics else self.pos.best
             self.pos.step += 1  # a new checkpoint name after the last real step
             self.save_checkpoint(is_best=True, averaged_steps=steps)
-        return {"steps": steps, **metrics, "is_best": better}
+        return {"steps": steps, **({"note": note} if fewer else {}), **metrics, "is_best": better}
 
     def save_checkpoint(self, is_best: bool, averaged_steps: list[int] | None = None) -> None:
         """Save the training state as the checkpoint of the current step; ``averaged_steps``
@@ -557,7 +584,8 @@ class Trainer:
             )
         dist.barrier()
         if dist.is_main():
-            ckpt.commit_checkpoint(self.run_dir, tmp, self.pos.step, is_best, self.cfg.keep_last)
+            kept = self.cfg.checkpoints_kept  # keep_last, or average_last when that is more
+            ckpt.commit_checkpoint(self.run_dir, tmp, self.pos.step, is_best, kept)
         dist.barrier()
 
     def restore(self, path: Path) -> None:
@@ -602,10 +630,8 @@ class Trainer:
             reason = f"no improvement of {self.select.metric} in {patience} evaluations"
         if reason:
             raise SeqlabError(
-                f"{self.run_dir} has finished ({reason}); to train further, raise the limit that "
-                "ended it (train.epochs, train.max_steps, train.max_minutes or "
-                "train.early_stopping_patience) on the --resume command, e.g. "
-                f"seqlab train --resume {self.run_dir} train.epochs={self.cfg.epochs * 2}"
+                f"{self.run_dir} has finished ({reason}); to train further, raise what it has "
+                f"reached: seqlab train --resume {self.run_dir} {' '.join(self.lifted_limits())}"
             )
 
 

@@ -138,7 +138,7 @@ async function translate() {
     if (t.detail) box.onclick = () => showTranslationAttention(t.detail, box);
     $("output").append(box);
   });
-  for (const n of data.notes) $("output").append(el("p", { class: "note" }, n));
+  for (const n of [...data.notes, ...data.warnings]) $("output").append(el("p", { class: "note" }, n));
   const first = data.translations.findIndex((t) => t.detail);
   if (first >= 0) showTranslationAttention(data.translations[first].detail, $("output").children[first]);
   status(`translated with ${data.engine}`);
@@ -210,6 +210,7 @@ async function classify() {
     if (r.attention) box.onclick = () => { selectResult(box); showClassAttention(r.attention); };
     $("output").append(box);
   });
+  for (const n of data.warnings) $("output").append(el("p", { class: "note" }, n));
   const first = data.results[0];
   if (first && first.attention) {
     selectResult($("output").children[0]);
@@ -263,6 +264,7 @@ async function generate() {
       const data = await json(response);
       box.firstChild.textContent = "";
       text.textContent = data.text;
+      for (const n of data.warnings) $("output").append(el("p", { class: "note" }, n));
       return status(`generated ${data.tokens.length} tokens`);
     }
     const reader = response.body.getReader();
@@ -279,6 +281,7 @@ async function generate() {
         const event = /^event: (.*)$/m.exec(chunk)?.[1];
         const data = JSON.parse(/^data: (.*)$/m.exec(chunk)?.[1] || "null");
         if (event === "token") { text.textContent += data.text; count += 1; }
+        else if (event === "done") for (const n of data.warnings) $("output").append(el("p", { class: "note" }, n));
         else if (event === "error") throw new Error(data.error + (data.limit ? ` [${data.limit}]` : ""));
       }
     }

@@ -36,7 +36,7 @@ from seqlab.tasks.classification.base import ARTEFACTS, Classes, Classifier
 from seqlab.tasks.classification.image import ImageClassifier
 from seqlab.tasks.classification.metrics import ClassificationReport, classification_metrics
 from seqlab.tasks.classification.text import TextClassifier
-from seqlab.tasks.classification.training import build_experiment
+from seqlab.tasks.classification.training import SELECT, build_experiment
 
 
 def check_config(cfg: ExperimentConfig) -> None:
@@ -59,6 +59,7 @@ PREDICTORS = (TextClassifier, ImageClassifier)
 __all__ = [
     "ARTEFACTS",
     "PREDICTORS",
+    "SELECT",
     "Classes",
     "ClassificationReport",
     "Classifier",

@@ -21,15 +21,17 @@ from torch import Tensor, nn
 
 from seqlab.config import ExperimentConfig
 from seqlab.data.classification import ClassBatch, ClassificationBatches, label_ids
+from seqlab.data.vocab import quiet_unknown
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.io import atomic_write_json
-from seqlab.outputs import RULE
+from seqlab.outputs import FILE_RULE, RULE
 from seqlab.precision import Resolved, autocast
 from seqlab.tasks.base import Predictor, Run, as_batch
 from seqlab.tasks.classification import splits
 from seqlab.tasks.classification.metrics import ClassificationReport, classification_metrics
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction
+from seqlab.textio import own_data
 
 ARTEFACTS = ("classes.json", "vocab.json", "tokenizer.json")
 CLASSES_FORMAT = "seqlab.classes/1"
@@ -131,7 +133,7 @@ class Classifier(Predictor):
     options: ClassVar[tuple[Option, ...]] = (
         Option(
             "--confusion-png",
-            "draw the confusion matrix (a new or regular file)",
+            f"draw the confusion matrix into FILE: {FILE_RULE}",
             ("evaluate",),
             role="figure",
             metavar="FILE",
@@ -203,6 +205,10 @@ class Classifier(Predictor):
     def figures_of(self, item: Any, weights: list[Tensor], stem: str) -> list[Path]:
         """Figures of one input's attention besides the per-layer maps (none by default)."""
         return []
+
+    def report_inputs(self, items: Sequence[Any], numbers: Sequence[int]) -> None:
+        """Check ``items`` and warn about what reading them changes, naming each by its input
+        line (``numbers``): text classifiers report unknown tokens; nothing by default."""
 
     @classmethod
     def training_data(cls, cfg: ExperimentConfig, run_dir: Path | None) -> TrainingData:
@@ -304,7 +310,9 @@ class Classifier(Predictor):
             assert split is not None
             items, labels = self.split_examples(split)
             source = {"split": split}
-        report = ClassificationReport(self.checkpoint, source, self.score(items, labels))
+        # the user's files: unknown tokens reported by line (file_examples); a split: own data
+        with quiet_unknown(), own_data() if not files else contextlib.nullcontext():
+            report = ClassificationReport(self.checkpoint, source, self.score(items, labels))
         report.check_finite()
         if confusion_png:
             name = str(self.run.run_dir) if self.run is not None else self.cfg.model.arch
@@ -325,12 +333,14 @@ class Classifier(Predictor):
         (``numbers``, default 1, 2, …)."""
         self.check("classify", {"attention_png": attention_png})
         items, _ = as_batch(inputs, self.item)
-        found = self.classify(items) if items else []
-        out = Classifications([str(item) for item in items], found, notes=list(self.notes))
-        if attention_png:
-            numbers = list(numbers) if numbers is not None else list(range(1, len(items) + 1))
-            for number, item in zip(numbers, items, strict=True):
-                out.figures += self._draw_attention(Path(attention_png), number, item, layer)
+        numbers = list(numbers) if numbers is not None else list(range(1, len(items) + 1))
+        self.report_inputs(items, numbers)
+        with quiet_unknown():  # reported above, by input line
+            found = self.classify(items) if items else []
+            out = Classifications([str(item) for item in items], found, notes=list(self.notes))
+            if attention_png:
+                for number, item in zip(numbers, items, strict=True):
+                    out.figures += self._draw_attention(Path(attention_png), number, item, layer)
         return out
 
     def _draw_attention(self, directory: Path, number: int, item: Any, layer: int) -> list[Path]:

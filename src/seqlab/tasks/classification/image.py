@@ -83,10 +83,14 @@ class ImageClassifier(Classifier):
         """``(B, C, H, W)`` in [0, 1] → the model's input scale (the training set's statistics)."""
         return normalise(images, self.stats)
 
-    def read_image(self, source: str | Path | BinaryIO) -> tuple[Tensor, str | None]:
+    def read_image(
+        self, source: str | Path | BinaryIO, max_pixels: int | None = None
+    ) -> tuple[Tensor, str | None]:
         """One image (a file, or its bytes in a file object) as ``(C, H, W)`` in [0, 1] at the
-        run's size and channels, and a note when it was converted (mode, size, inverted)."""
-        return load_image(source, self.image_size, int(self.stats["channels"]))
+        run's size and channels, and a note when it was converted (mode, size, inverted). An
+        image over ``max_pixels`` (default PIL's limit), counted from its header, is refused
+        before it is decoded (:func:`~seqlab.data.images.load_image`)."""
+        return load_image(source, self.image_size, int(self.stats["channels"]), max_pixels)
 
     def read_images(self, paths: Sequence[str | Path]) -> Tensor:
         """Image files as ``(B, C, H, W)`` in [0, 1]; conversions are noted in ``self.notes``."""

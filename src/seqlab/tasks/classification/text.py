@@ -19,7 +19,14 @@ from seqlab.config import ExperimentConfig
 from seqlab.data.classification import Examples, label_ids, label_set
 from seqlab.data.parallel import DataWarning
 from seqlab.data.tokenizers import Tokenizer, load_tokenizer, make_tokenizer, save_tokenizer
-from seqlab.data.vocab import Vocab, check_not_empty
+from seqlab.data.vocab import (
+    UnknownTokenWarning,
+    Vocab,
+    check_not_empty,
+    reporting_unknown,
+    unknown_tokens,
+    warn_unknown,
+)
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.tasks.base import Run, load_weights
@@ -31,7 +38,7 @@ from seqlab.tasks.classification.base import (
     attention_layers,
 )
 from seqlab.tasks.options import Option
-from seqlab.textio import read_lines
+from seqlab.textio import check_line_breaks, read_lines
 from seqlab.tokens import UNK
 
 
@@ -99,8 +106,14 @@ class TextClassifier(Classifier):
     def tokens(self, text: str) -> list[str]:
         return self.vocab.to_tokens(self.token_ids(text))
 
-    def encode(self, items: Sequence[Any] | Tensor) -> list[list[int]]:
-        """Token ids of sentences; a blank one is refused, long ones cut with one warning."""
+    def unknown_tokens(self, text: str) -> list[str]:
+        """The tokens of ``text`` that the vocabulary lacks (the model reads each as ``<unk>``),
+        in order."""
+        return unknown_tokens(self.vocab, self.tokenizer.tokenize(text))
+
+    def check_texts(self, items: Sequence[Any] | Tensor) -> None:
+        """Refuse what is not a sentence the model can read: a non-string, a blank one, one
+        holding a line break other than ``\\n`` (:func:`~seqlab.textio.check_line_breaks`)."""
         if isinstance(items, Tensor) or any(not isinstance(s, str) for s in items):
             raise SeqlabError("this is a text classifier: give it sentences (strings)")
         blank = [i for i, s in enumerate(items) if not s.strip()]
@@ -109,6 +122,39 @@ class TextClassifier(Classifier):
                 f"sentence {blank[0]} (of {len(items)}) is blank: there is nothing to "
                 f"classify in it ({len(blank)} blank in all); leave blank sentences out"
             )
+        for i, s in enumerate(items):
+            check_line_breaks(s, f"sentence {i}")
+
+    def report_inputs(self, items: Sequence[Any], numbers: Sequence[int]) -> None:
+        """:meth:`check_texts`, then an :class:`~seqlab.data.vocab.UnknownTokenWarning` per
+        input line holding tokens the vocabulary lacks (and one if some hold nothing else)."""
+        self.check_texts(items)
+        names = [f"input line {n}" for n in numbers]
+        found = ((name, self.unknown_tokens(s)) for name, s in zip(names, items, strict=True))
+        warn_unknown(found, 3)
+        if reporting_unknown():
+            ids = encode_texts(items, self.vocab, self.tokenizer, self.cfg.data.max_len)
+            self._warn_unread(ids, names, 3)
+
+    def _warn_unread(self, ids: list[list[int]], names: Sequence[str], stacklevel: int) -> None:
+        """One :class:`~seqlab.data.vocab.UnknownTokenWarning` if some of the texts (their ids,
+        named ``names``) hold no token the model knows: every one read as ``<unk>``."""
+        unread = [name for name, row in zip(names, ids, strict=True) if all(t == UNK for t in row)]
+        if unread:
+            warnings.warn(
+                f"{len(unread)} of {len(ids)} sentences hold no token the model knows (all "
+                f"<unk>; the first is {unread[0]}): their labels come from nothing they say",
+                UnknownTokenWarning,
+                stacklevel=stacklevel + 1,
+            )
+
+    def encode(self, items: Sequence[Any] | Tensor) -> list[list[int]]:
+        """Token ids of sentences (checked by :meth:`check_texts`); long ones are cut with one
+        warning, and each sentence holding tokens that the vocabulary lacks (read as ``<unk>``)
+        is named (``sentence I``, its index) with them in an
+        :class:`~seqlab.data.vocab.UnknownTokenWarning`."""
+        self.check_texts(items)
+        assert not isinstance(items, Tensor)
         limit = self.cfg.data.max_len
         cut = sum(len(self.tokenizer.tokenize(s)) > limit for s in items)
         if cut:
@@ -117,15 +163,10 @@ class TextClassifier(Classifier):
                 "tokens (the model reads no more)",
                 stacklevel=4,
             )
+        warn_unknown(((f"sentence {i}", self.unknown_tokens(s)) for i, s in enumerate(items)), 3)
         ids = encode_texts(items, self.vocab, self.tokenizer, limit)
-        unknown = [i for i, row in enumerate(ids) if all(t == UNK for t in row)]
-        if unknown:
-            warnings.warn(
-                f"{len(unknown)} of {len(items)} sentences hold no token the model knows (all "
-                f"<unk>; the first is sentence {unknown[0]}): their labels come from nothing they "
-                "say",
-                stacklevel=4,
-            )
+        if reporting_unknown():
+            self._warn_unread(ids, [f"sentence {i}" for i in range(len(ids))], 3)
         return ids
 
     # -- labelled examples
@@ -154,6 +195,9 @@ class TextClassifier(Classifier):
                 f"--src {src} has {len(texts)} lines but --labels {labels_file} has "
                 f"{len(labels)}; they must pair up line by line"
             )
+        warn_unknown(
+            ((f"{src}:{n}", self.unknown_tokens(t)) for n, t in enumerate(texts, start=1)), 2
+        )
         return texts, [label.strip() for label in labels]
 
     # -- attention
@@ -162,6 +206,8 @@ class TextClassifier(Classifier):
         self._needs_attention()
         if not isinstance(item, str):
             raise SeqlabError("this is a text classifier: give it a sentence")
+        check_line_breaks(item, "the sentence")
+        warn_unknown([("the sentence", self.unknown_tokens(item))], 3)
         device = next(self.model.parameters()).device
         ids = self.token_ids(item)
         weights = self.model.attention(

@@ -24,6 +24,9 @@ from seqlab.tasks.base import Experiment
 from seqlab.tasks.classification.base import Classifier, forward_batches
 from seqlab.tasks.classification.metrics import classification_metrics
 
+#: a classifier chooses checkpoints by validation accuracy, higher is better
+SELECT = Selection("val_acc", "max")
+
 
 def cross_entropy_loss(label_smoothing: float) -> LossFn:
     """``loss_fn(model, batch, state)``: mean cross-entropy of a minibatch's logits."""
@@ -63,7 +66,7 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         train_batches=batches,
         loss_fn=cross_entropy_loss(cfg.train.label_smoothing),
         evaluate=evaluate,
-        select=Selection("val_acc", "max"),
+        select=SELECT,
         save_artefacts=data.save,
         predictor=data.predictor(model),
         meta=dict(data.sizes),

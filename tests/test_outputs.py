@@ -1,0 +1,200 @@
+"""What seqlab may replace or remove where it writes output (seqlab.outputs): a file only if it
+wrote it and nobody changed it since, or with --force; an output folder killed mid-output is
+recognised as seqlab's and re-run; a re-used folder keeps exactly the new command's output."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from seqlab.cli import main
+from seqlab.cli.common import FORCE_HELP
+from seqlab.io import atomic_write_text
+from seqlab.outputs import (
+    FILE_RULE,
+    FILES,
+    MANIFEST,
+    output_dir,
+    record_file,
+    recorded_files,
+    sha256_file,
+)
+
+GRADIENTS = ["diagnose", "gradients", "--cells", "rnn", "--seq-len", "5", "--hidden-size", "4"]
+
+
+def fails(capsys, argv, *needles):
+    """Run the CLI; it must exit 2 with one ``seqlab: error:`` line naming every needle."""
+    code = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("seqlab: error:") and "Traceback" not in err, err
+    for needle in needles:
+        assert str(needle) in last, (needle, err)
+    return last
+
+
+def listing(folder):
+    """Every file under ``folder``, relative."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def manifest(folder):
+    return json.loads((folder / MANIFEST).read_text())
+
+
+# --------------------------------------------------------------------------- single files
+def test_a_users_file_is_kept_unless_force(tiny_runs, tmp_path, capsys):
+    """One rule for every option that writes a file: a file seqlab did not write is refused
+    before any work (the checkpoint or runs named need not even exist), naming the file and
+    --force; with --force it is replaced, and from then on it is seqlab's."""
+    fc, mt = tiny_runs["fc"], tiny_runs["mt"]
+    missing = tmp_path / "no-such-run"
+    commands = {  # option -> the command with a run, and without one (refused before loading)
+        "--png": (["forecast", "--checkpoint", fc, "--steps", "2"], None),
+        "--out": (["curves", fc], ["curves", missing]),
+        "--output": (["evaluate", "--checkpoint", mt, "--split", "val"], None),
+    }
+    for flag, (argv, unloaded) in commands.items():
+        unloaded = unloaded or [a if a not in (fc, mt) else missing for a in argv]
+        folder = tmp_path / flag.strip("-")
+        folder.mkdir()
+        mine = folder / "user.png"
+        mine.write_text("my precious plot")
+        fails(capsys, [*unloaded, flag, mine], flag, mine, "seqlab did not write it", "--force")
+        fails(capsys, [*argv, flag, mine], mine, "--force", "nothing was written")
+        assert listing(folder) == ["user.png"] and mine.read_text() == "my precious plot"
+        assert main([str(a) for a in [*argv, flag, mine, "--force"]]) == 0, flag
+        assert mine.read_bytes() != b"my precious plot"
+        assert recorded_files(folder) == {"user.png": sha256_file(mine)}
+        assert main([str(a) for a in [*argv, flag, mine]]) == 0, flag  # now seqlab's own
+        capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", [["curves"], ["data", "stats"], ["evaluate"], ["forecast"]])
+def test_every_command_writing_a_file_states_the_rule_and_offers_force(command, capsys):
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert " ".join(FILE_RULE.split()) in text and " ".join(FORCE_HELP.split()) in text
+
+
+def test_seqlab_replaces_its_own_file_only_while_unchanged(tiny_runs, tmp_path, capsys):
+    out = tmp_path / "figures" / "curves.png"
+    argv = ["curves", str(tiny_runs["fc"]), "--out", str(out)]
+    assert main(argv) == 0
+    assert recorded_files(out.parent) == {"curves.png": sha256_file(out)}
+    first = out.stat().st_ino
+    assert main(argv) == 0 and out.stat().st_ino != first  # seqlab's, unchanged: replaced
+    out.write_bytes(out.read_bytes() + b"edited")  # changed by the user since
+    capsys.readouterr()
+    fails(capsys, argv, out, "changed since seqlab wrote it", "--force")
+    assert out.read_bytes().endswith(b"edited")
+    other = out.with_name("other.png")  # a record that is not seqlab's is never replaced
+    (out.parent / FILES).write_text("my notes")
+    fails(capsys, ["curves", tiny_runs["fc"], "--out", other], FILES, "not seqlab's record")
+    assert (out.parent / FILES).read_text() == "my notes" and not other.exists()
+
+
+def test_writers_of_different_files_in_one_folder_keep_each_others_records(tmp_path):
+    names = [f"f{i:02d}.txt" for i in range(24)]
+    for name in names:
+        (tmp_path / name).write_text(name)
+    start = threading.Barrier(len(names))
+
+    def write(name):
+        start.wait()
+        record_file(tmp_path / name)
+
+    threads = [threading.Thread(target=write, args=(name,)) for name in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(recorded_files(tmp_path)) == names
+
+
+# ------------------------------------------------------------------------ output folders
+KILLED = """
+import sys, time
+from seqlab.io import atomic_write_text
+from seqlab.outputs import output_dir
+
+with output_dir(sys.argv[1], "--out") as out:
+    atomic_write_text(out / "gradients.png", "half drawn")
+    (out / "run").mkdir()
+    (out / "run" / "metrics.jsonl").write_text("{}\\n")
+    print("written", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_an_interrupted_output_folder_is_seqlabs_and_a_users_file_is_not(tmp_path, capsys):
+    """Killed mid-output (SIGKILL: no chance to list its files), a command leaves its open
+    manifest; the next command into the folder takes the files written while it ran as seqlab's
+    and replaces them, but not a file put there later, nor an older one."""
+    out = tmp_path / "grads"
+    env = {**os.environ, "SEQLAB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(out)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == "written"
+        fails(capsys, [*GRADIENTS, "--out", out], out, "being written", f"pid {proc.pid}")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert "open" in manifest(out) and manifest(out)["files"] == {}
+    later, older = out / "notes.txt", out / "run" / "old.csv"
+    later.write_text("mine, put there after the kill")
+    older.write_text("mine, moved there with its old date")
+    beat = (out / MANIFEST).stat().st_mtime
+    os.utime(later, (beat + 60, beat + 60))  # a minute after the command's last sign of life
+    os.utime(older, (beat - 3600, beat - 3600))
+    fails(capsys, [*GRADIENTS, "--out", out], later, older, "did not write")
+    assert later.read_text().startswith("mine") and older.read_text().startswith("mine")
+    later.unlink()
+    older.unlink()
+    assert main([*GRADIENTS, "--out", str(out)]) == 0
+    assert listing(out) == [MANIFEST, "gradients.json", "gradients.png"]  # run/ was the kill's
+    assert set(manifest(out)) == {"format", "files"}
+    assert manifest(out)["files"] == {n: sha256_file(out / n) for n in listing(out)[1:]}
+    # Ctrl-C (an exception in the command): its files are listed as it stops
+    with pytest.raises(KeyboardInterrupt), output_dir(out, "--out"):
+        atomic_write_text(out / "gradients.json", "{}")
+        raise KeyboardInterrupt
+    assert set(manifest(out)["files"]) == {"gradients.json", "gradients.png"}
+    assert "open" not in manifest(out)
+    assert main([*GRADIENTS, "--out", str(out)]) == 0
+
+
+def test_a_reused_folder_holds_exactly_the_new_output(tiny_runs, tmp_path, capsys):
+    """seqlab's earlier files that a successful command did not write again are removed; a
+    file seqlab did not write, or a single file another command wrote there, never is."""
+    src = tmp_path / "in.txt"
+    src.write_text("may 9 1998\n1.3.1969\nthe 21st of december 2012\n")
+    out = tmp_path / "maps"
+    argv = ["translate", "--checkpoint", str(tiny_runs["mt"]), "--attention-png", str(out)]
+    assert main([*argv, "--input", str(src)]) == 0
+    assert listing(out) == [MANIFEST, *(f"attention-000{i}.png" for i in (1, 2, 3))]
+    figure = out / "curves.png"  # written by another command: seqlab's, not the folder's
+    assert main(["curves", str(tiny_runs["fc"]), "--out", str(figure)]) == 0
+    src.write_text("may 9 1998\n")
+    assert main([*argv, "--input", str(src)]) == 0
+    assert listing(out) == [FILES, MANIFEST, "attention-0001.png", "curves.png"]
+    assert manifest(out)["files"] == {"attention-0001.png": sha256_file(out / "attention-0001.png")}
+    # a file that is not seqlab's, appearing with an old date while the command runs, is kept
+    with output_dir(out, "--out"):
+        atomic_write_text(out / "attention-0002.png", "new")
+        (out / "mine.txt").write_text("mine")
+        os.utime(out / "mine.txt", (time.time() - 3600, time.time() - 3600))
+    assert listing(out) == [FILES, MANIFEST, "attention-0002.png", "curves.png", "mine.txt"]
+    assert set(manifest(out)["files"]) == {"attention-0002.png"}
+    capsys.readouterr()
+    fails(capsys, [*argv, "--input", str(src)], "mine.txt", "did not write")
