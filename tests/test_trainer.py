@@ -560,6 +560,22 @@ def test_the_training_summary_says_which_way_best_goes_and_gives_the_last(tmp_pa
     assert len(lines) == 2 and all("best (lowest val_loss) " in line for line in lines)
 
 
+def test_a_diverged_validation_perplexity_is_shown_as_beyond_1e6_not_its_40_digits():
+    """The eval line shows val_ppl as the step line shows ppl: past 1e6 it says ">1e6"."""
+    from seqlab.objective import Selection
+
+    stream = io.StringIO()
+    stream.isatty = lambda: False
+    trainer = SimpleNamespace(select=Selection("val_loss", "min"))
+    record = {"step": 500, "val_loss": 89.2749, "val_ppl": 5.9e38, "best": 89.2749}
+    ProgressBar(stream).on_eval(trainer, record)
+    line = stream.getvalue().strip()
+    assert line == "eval @ step 500: val_loss 89.2749  val_ppl >1e6  best (lowest val_loss) 89.2749"
+    stream.seek(0), stream.truncate()
+    ProgressBar(stream).on_eval(trainer, {"step": 5, "val_loss": 1.7736, "val_ppl": 5.8922})
+    assert stream.getvalue().strip() == "eval @ step 5: val_loss 1.7736  val_ppl 5.89"
+
+
 def test_the_kept_average_takes_no_place_of_the_checkpoints_the_next_average_needs(tmp_path):
     """train.keep_last = train.average_last = 4: a run trained further after its average was
     kept (as the best) still has the last 4 trained checkpoints to average, not 3."""

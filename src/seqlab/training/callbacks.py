@@ -68,7 +68,7 @@ class ProgressBar(Callback):
         select = trainer.select  # the best so far, named with its metric and direction
         best = f"best ({'lowest' if select.mode == 'min' else 'highest'} {select.metric})"
         shown = "  ".join(
-            f"{best if k == 'best' else k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+            f"{best if k == 'best' else k} {_shown_value(k, v)}"
             for k, v in record.items()
             if k not in ("step", "epoch", "elapsed_s")
         )
@@ -92,6 +92,16 @@ def _shown_perplexity(ppl: float) -> str:
     if math.isnan(ppl) or ppl <= SHOWN_PERPLEXITY:
         return f"{ppl:.2f}"
     return f">{SHOWN_PERPLEXITY:.0e}".replace("+0", "")
+
+
+def _shown_value(name: str, value: Any) -> str:
+    """A validation value as the eval line prints it: 4 decimals; a perplexity past
+    :data:`SHOWN_PERPLEXITY` as ``>1e6`` (``val_ppl`` of a diverged run has 40 digits)."""
+    if not isinstance(value, float):
+        return str(value)
+    if name.endswith("ppl"):
+        return _shown_perplexity(value)
+    return f"{value:.4f}"
 
 
 #: the name of the throughput field in ``metrics.jsonl`` for each unit the trainer can count
