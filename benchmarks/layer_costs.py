@@ -1,6 +1,7 @@
 """Convolution vs RNN/GRU vs self-attention: time and peak memory as the length n grows.
 
-Runs ``seqlab bench layers --out benchmarks/results`` (same options), which writes
+Runs ``seqlab bench layers --out benchmarks/results/layer_costs`` (same options; an output folder
+of its own, since seqlab writes only into a folder that holds nothing else), which writes
 ``layer_costs.json`` and ``layer_costs.png`` (log–log, fitted slopes, O(n) and O(n²) guides) and
 prints a table; see :mod:`seqlab.analysis.layer_costs` for the method. One thread by default: the slopes
 then reflect the work, not how well each kernel parallelises, and a process on a shared machine's
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from seqlab.cli import main
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "layer_costs"
 
 if __name__ == "__main__":
     argv = sys.argv[1:]

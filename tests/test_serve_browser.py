@@ -189,6 +189,15 @@ def test_translate_and_explore_attention_in_chromium(server, tmp_path):
             f"score {h['score']:.3f}" for h in hyps
         ]
         assert [h["score"] for h in hyps] == [h["log_prob"] for h in hyps]  # α = 0: raw
+
+        # a character the model never saw: the page shows the API's warning, nothing silent
+        source.clear()
+        source.send_keys("saturday 9 may 1998 \u2603")
+        driver.find_element(By.ID, "translate").click()
+        notes = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#output .note"))
+        answer = _post(server + "/translate", {**body, "text": "saturday 9 may 1998 \u2603"})
+        assert answer["warnings"] and "\u2603" in answer["warnings"][0]
+        assert [n.text for n in notes] == answer["warnings"]
         errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
         assert not errors, errors
     finally:

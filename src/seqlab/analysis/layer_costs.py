@@ -513,13 +513,19 @@ def _guides(ax: Any, results: dict[str, Any], key: str, fit: list[int]) -> None:
     linear = next((n for n in ("conv", "rnn", "gru") if n in layers), None)
     order = ("attention_explicit", "attention") if key == "peak_bytes" else ("attention",)
     quadratic = next((n for n in order if n in layers), None)
-    for name, power, label in ((linear, 1, "∝ n"), (quadratic, 2, "∝ n²")):
+    # ∝ n labelled below its start, ∝ n² above: the two starts can lie close together
+    for name, power, label, dy, va in (
+        (linear, 1, "∝ n", -4, "top"),
+        (quadratic, 2, "∝ n²", 4, "bottom"),
+    ):
         if name is None or not layers[name][key]:
             continue
         anchor = layers[name][key][lengths.index(hi)] * UNITS[key]
         ys = [anchor * (n / hi) ** power for n in (lo, hi)]
         ax.plot([lo, hi], ys, ":", color="gray", linewidth=2)
-        ax.annotate(label, (lo, ys[0]), textcoords="offset points", xytext=(-4, 4), ha="right")
+        ax.annotate(
+            label, (lo, ys[0]), textcoords="offset points", xytext=(-4, dy), ha="right", va=va
+        )
 
 
 def save_layer_costs(
