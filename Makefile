@@ -12,7 +12,7 @@ export SEQLAB_DATA_DIR ?= $(SHARED_DATA)
 endif
 export PYTHONHASHSEED := 0
 
-.PHONY: install test check format demo bench clean
+.PHONY: install test check format demo bench docs clean
 
 install: $(STAMP)
 
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,export,serve]'
+	$(PY) -m pip install -q -e '.[dev,export,serve,docs]'
 	touch $(STAMP)
 
 # The main job, offline: train two translation models on generated dates (~2 min on 2 cores).
@@ -32,15 +32,21 @@ test: install
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 check: install
-	$(VENV)/bin/ruff format --check src tests benchmarks
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks docs/_hooks
+	$(VENV)/bin/ruff check src tests benchmarks docs/_hooks
+	$(MAKE) --no-print-directory docs
+
+# The docs site into site/, offline and with warnings as errors (mkdocs.yml; the reference pages
+# are generated from the code at build time). NO_MKDOCS_2_WARNING: Material's notice about mkdocs 2.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean
 
 format: install
-	$(VENV)/bin/ruff format src tests benchmarks
-	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff format src tests benchmarks docs/_hooks
+	$(VENV)/bin/ruff check --fix src tests benchmarks docs/_hooks
 
 bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info src/*.egg-info .pytest_cache
