@@ -12,7 +12,7 @@ export SEQLAB_DATA_DIR ?= $(SHARED_DATA)
 endif
 export PYTHONHASHSEED := 0
 
-.PHONY: install test check format demo bench docs clean
+.PHONY: install test check format demo bench docs figures clean
 
 install: $(STAMP)
 
@@ -40,6 +40,12 @@ check: install
 # are generated from the code at build time). NO_MKDOCS_2_WARNING: Material's notice about mkdocs 2.
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean
+
+# Every figure on the docs site, each redrawn by the command shown beside it (~20 min on 2 cores:
+# the tutorials at their full budget, the serving page, the site's screenshots, and the Multi30k
+# curves when runs/ holds their runs). Slow: run it when a result changes, look, commit.
+figures: install
+	$(PY) docs/_hooks/figures.py
 
 format: install
 	$(VENV)/bin/ruff format src tests benchmarks docs/_hooks

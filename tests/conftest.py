@@ -1,8 +1,12 @@
 """Shared test setup (offline, deterministic, one thread per test worker) and builders."""
 
+import functools
+import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -18,6 +22,17 @@ os.environ.setdefault("SEQLAB_OFFLINE", "1")
 # (tests/precision_helpers.py), and tests/test_precision.py checks the detection itself.
 os.environ["SEQLAB_NATIVE_BF16"] = "0"
 torch.set_num_threads(1)
+
+
+@functools.cache
+def docs_hook(name: str) -> ModuleType:
+    """``docs/_hooks/NAME.py`` (the site's hooks and the tutorials' runner), loaded once."""
+    path = Path(__file__).resolve().parents[1] / "docs" / "_hooks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"docs_hooks_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.nn.attention import (
     AdditiveAttention,
     KVCache,
@@ -16,6 +17,7 @@ from seqlab.nn.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from seqlab.nn.positional_encoding import SinusoidalPositionalEncoding
 
 B, H, TQ, TK, D = 3, 2, 4, 6, 8
 
@@ -289,6 +291,27 @@ def test_weights_are_never_stored_on_the_module():
     ours(x, x, x, need_weights=True)
     assert set(vars(ours)) == before
     assert not any(isinstance(v, torch.Tensor) for v in vars(ours).values())
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_self_attention_is_blind_to_order_until_positions_are_added(precision):
+    """Self-attention is permutation-equivariant (d2l.ai §11.6.3; Vaswani et al. 2017, §3.5):
+    shuffling the inputs shuffles the outputs and changes nothing else, so order must come from
+    positional encodings; once they are added, a shuffled input gives other outputs."""
+    torch.manual_seed(0)
+    ours, _ = _pair()
+    x = torch.randn(B, TK, D)  # (B, TK, D)
+    order = torch.tensor([3, 0, 5, 1, 4, 2])
+    add_positions = SinusoidalPositionalEncoding(D)
+    with computing_in(precision):
+        out, _ = ours(x, x, x)  # (B, TK, D)
+        shuffled, _ = ours(x[:, order], x[:, order], x[:, order])
+        p, p_shuffled = add_positions(x), add_positions(x[:, order])
+        with_positions, _ = ours(p, p, p)
+        with_positions_shuffled, _ = ours(p_shuffled, p_shuffled, p_shuffled)
+    assert_close_in(precision, shuffled, out[:, order])
+    gap = (with_positions_shuffled - with_positions[:, order]).float().abs().max()
+    assert gap > 0.1  # far beyond bf16 rounding: the order now shows
 
 
 # --------------------------------------------------------------------- scoring functions

@@ -385,6 +385,47 @@ def test_sst2_validation_holds_out_whole_sentences_and_their_phrases():
         sentence_holdout(examples, 9, seed=0)
 
 
+def test_inner_spans_are_every_text_inside_a_longer_one():
+    """The indexed search finds what listing every span of every text finds."""
+    import random
+
+    from seqlab.data.classification import _spans, inner_spans
+
+    rng = random.Random(0)
+    texts = [[rng.choice("abc") for _ in range(rng.randint(3, 12))] for _ in range(150)]
+    texts += [t[a:b] for t in texts[:60] for a, b in [sorted(rng.sample(range(len(t) + 1), 2))]]
+    texts += [list(texts[0])]  # a duplicate is no span of itself
+    brute = {span for t in texts for span in _spans(t, 3) if span.count(" ") + 1 < len(t)} & {
+        " ".join(t) for t in texts
+    }
+    found = inner_spans([t for t in texts if len(t) >= 3], 3)
+    assert found == brute and 0 < len(found) < len(texts)
+
+
+def test_sst2_sentences_are_found_once_per_corpus_and_each_caller_gets_its_own_lists(
+    monkeypatch,
+):
+    from seqlab.data import classification
+
+    calls = []
+    spans = classification.inner_spans
+    monkeypatch.setattr(classification, "inner_spans", lambda *a: calls.append(1) or spans(*a))
+    classification._sentence_holdout.cache_clear()
+    sentences = ["a quiet film of grief and of hope", "a warm and funny comedy for us all"]
+    examples = [
+        (" ".join(s.split()[i : i + n]), "pos")
+        for s in sentences
+        for n in (6, 8, 9)
+        for i in range(2)
+    ]
+    first = classification.sentence_holdout(examples, 1, seed=0)
+    first[0].clear()
+    again = classification.sentence_holdout([list(e) for e in examples], 1, seed=0)
+    assert again[0] and again[1:] == first[1:] and len(calls) == 1
+    classification.sentence_holdout(examples[:-1], 1, seed=0)  # another corpus: found anew
+    assert len(calls) == 2
+
+
 def test_masked_pooling_matches_pooling_each_sentence_alone():
     x = torch.randn(3, 5, 4)  # (B, T, d)
     lengths = torch.tensor([5, 2, 1])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import re
 import shlex
 from pathlib import Path
@@ -27,6 +26,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from conftest import docs_hook
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -57,14 +58,9 @@ def documents() -> list[Path]:
     return [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if "_hooks" not in p.parts)]
 
 
-@functools.cache
 def hook() -> ModuleType:
     """``docs/_hooks/reference.py``, the mkdocs hook that generates the reference pages."""
-    spec = importlib.util.spec_from_file_location("docs_reference_hook", HOOK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_hook("reference")
 
 
 Commands = dict[tuple[str, ...], tuple[set[str], set[str]]]

@@ -53,6 +53,14 @@ def test_forget_gate_bias_keeps_lstm_gradients_alive():
     assert with_bias > 100 * plain
 
 
+def test_a_gate_without_an_additive_path_vanishes_faster_than_the_plain_rnn(default_norms):
+    """h_t = tanh(…) ⊙ σ(…): the output gate multiplies each step's Jacobian by less than 1 more,
+    while the GRU's and LSTM's additive paths keep far more (docs/tutorials/05-gated-cells.md)."""
+    gated_only = ratio(measure_gradient_norms("output_gated_rnn"))
+    assert gated_only < 1e-3 * ratio(default_norms["rnn"])
+    assert gated_only < 1e-10 * min(ratio(default_norms[c]) for c in ("gru", "lstm"))
+
+
 def test_measurement_is_deterministic_and_leaves_the_global_rng_alone():
     torch.manual_seed(123)
     expected_next = torch.rand(1)

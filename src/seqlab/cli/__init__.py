@@ -138,13 +138,21 @@ def _silence_stdout(stream: Any) -> None:
         os.close(devnull)
 
 
+def _not_override(arg: str) -> bool:
+    return arg.startswith("-") or "=" not in arg
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # lines reach a file or pipe as they are written
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
     warnings.formatwarning = _format_warning
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # `seqlab train CONFIG --out RUN key=value`: overrides may come after the options
+        if getattr(args, "overrides", None) is None or any(_not_override(a) for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides += extra
     func: Callable[[argparse.Namespace], int] = args.func
     stdout, stdin, stderr = sys.stdout, sys.stdin, sys.stderr
     sys.stdout = _Stdout(stdout)  # type: ignore[assignment]

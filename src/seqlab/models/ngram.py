@@ -109,8 +109,9 @@ class NGramLM:
     def _add_k(self, ctx: Context) -> Tensor:
         nexts = self.counts[len(ctx)].get(ctx, Counter())
         p = torch.full((self.vocab_size,), float(self.k), dtype=torch.float64)
-        for w, c in nexts.items():
-            p[w] += c
+        if nexts:
+            words, counts = _as_tensors(nexts)
+            p.index_add_(0, words, counts)
         return p / (sum(nexts.values()) + self.k * self.vocab_size)
 
     def _kneser_ney(self, ctx: Context) -> Tensor:
@@ -125,8 +126,8 @@ class NGramLM:
         d = self.discounts[m]
         total = sum(nexts.values())
         p = lower * (d * len(nexts) / total)
-        for w, c in nexts.items():
-            p[w] += max(c - d, 0.0) / total
+        words, counts = _as_tensors(nexts)
+        p.index_add_(0, words, (counts - d).clamp(min=0.0) / total)
         return p
 
     def prob(self, context: Sequence[int], token: int) -> float:
@@ -177,3 +178,12 @@ class NGramLM:
             seq.append(w)
             out.append(w)
         return out
+
+
+def _as_tensors(nexts: Counter[int]) -> tuple[Tensor, Tensor]:
+    """The tokens seen after one context and their counts, as ``(K,)`` long and float64 tensors
+    (each token once: adding them with ``index_add_`` is one addition per token)."""
+    return (
+        torch.tensor(list(nexts.keys()), dtype=torch.long),
+        torch.tensor(list(nexts.values()), dtype=torch.float64),
+    )

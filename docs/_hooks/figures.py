@@ -1,0 +1,121 @@
+"""``make figures``: redraw every figure the docs site shows, each by the command shown beside it.
+
+Slow (about 20 minutes on 2 cores); run it when a result changes, look at the figures, commit
+them. Neither ``make docs`` nor the tests run it.
+
+1. the tutorials' figures (``docs/tutorials/figures/``): every page at the full budget, on one
+   thread (``docs/_hooks/notebooks.py``);
+2. the serving page (``docs/serve.png``): the browser test against the demo's Transformer
+   (``make demo`` first);
+3. the Multi30k curves (``docs/multi30k-bleu.png``, ``docs/multi30k-tiny-bleu.png``): ``seqlab
+   curves`` over the runs of the Results page, only when ``runs/`` holds them (they take hours to
+   train; the script names the missing runs and leaves those figures alone);
+4. screenshots of the built site (``docs/site-home.png``, ``docs/site-tutorial.png``,
+   ``docs/site-reference.png``) taken by headless Chromium.
+
+    python docs/_hooks/figures.py [--only tutorials|serve|curves|site]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+BIN = Path(sys.executable).parent
+#: figure → the runs ``seqlab curves`` draws (the commands on docs/results.md)
+CURVES = {
+    "multi30k-bleu.png": [
+        "runs/m30-en-de-tiny",
+        "runs/m30-en-de-transformer",
+        "runs/m30-en-de-bahdanau",
+        "runs/m30-en-de-seq2seq",
+        "runs/m30-de-en-transformer",
+        "runs/m30-en-fr-transformer",
+    ],
+    "multi30k-tiny-bleu.png": ["runs/m30-tiny-12k", "runs/m30-tiny-b5k", "runs/m30-en-de-tiny"],
+}
+#: site screenshot → the built page it shows
+SCREENSHOTS = {
+    "site-home.png": "index.html",
+    "site-tutorial.png": "tutorials/07-attention.html",
+    "site-reference.png": "reference/cli.html",
+}
+
+
+def run(*args: str | Path, env: dict | None = None) -> None:
+    print("$", " ".join(map(str, args)), flush=True)
+    subprocess.run([str(a) for a in args], cwd=ROOT, env={**os.environ, **(env or {})}, check=True)
+
+
+def tutorials() -> None:
+    """One thread: bf16 sums depend on how work is split between threads, and the committed
+    figures should come out the same on any machine."""
+    pages = sorted((DOCS / "tutorials").glob("[0-9]*.md"))
+    runner = DOCS / "_hooks" / "notebooks.py"
+    run(sys.executable, runner, "--budget", "full", "--runs", "runs/tutorials", *pages,
+        env={"OMP_NUM_THREADS": "1"})  # fmt: skip
+
+
+def serve() -> None:
+    if not (ROOT / "runs/demo/transformer").is_dir():
+        run("make", "demo")
+    run(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "tests/test_serve_browser.py",
+        env={"SEQLAB_SERVE_RUN": "runs/demo/transformer", "SEQLAB_SERVE_SCREENSHOT": "docs/serve.png"},
+    )  # fmt: skip
+
+
+def curves() -> None:
+    for figure, runs in CURVES.items():
+        missing = [r for r in runs if not (ROOT / r / "metrics.jsonl").is_file()]
+        if missing:
+            print(f"docs/{figure}: left as it is; runs missing: {', '.join(missing)}")
+            continue
+        run(BIN / "seqlab", "curves", *runs, "--metric", "val_bleu_paper", "--force",
+            "--out", f"docs/{figure}")  # fmt: skip
+
+
+def site() -> None:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    run(BIN / "mkdocs", "build", "--strict", "--clean", env={"NO_MKDOCS_2_WARNING": "1"})
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    with tempfile.TemporaryDirectory() as profile:
+        for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-background-networking", "--window-size=1280,900",
+                    f"--user-data-dir={profile}"):  # fmt: skip
+            options.add_argument(arg)
+        driver = webdriver.Chrome(
+            service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
+            options=options,
+        )
+        try:
+            for name, page in SCREENSHOTS.items():
+                driver.get((ROOT / "site" / page).as_uri())
+                driver.save_screenshot(str(DOCS / name))
+                print(f"docs/{name}: {page}")
+        finally:
+            driver.quit()
+
+
+STEPS = {"tutorials": tutorials, "serve": serve, "curves": curves, "site": site}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=sorted(STEPS), action="append")
+    for name in parser.parse_args(argv).only or list(STEPS):
+        STEPS[name]()
+
+
+if __name__ == "__main__":
+    main()

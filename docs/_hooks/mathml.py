@@ -1,0 +1,57 @@
+"""TeX in the pages (``$…$``, ``$$…$$``) becomes MathML when the site is built.
+
+Browsers draw MathML themselves, so the site needs no MathJax or KaTeX script (nothing from a CDN,
+nothing to vendor); Jupyter, which opens the same tutorial pages as notebooks, renders the TeX
+with its own MathJax. Code blocks and inline code are left alone; a formula latex2mathml cannot
+read fails the build, naming the page.
+"""
+
+from __future__ import annotations
+
+import re
+
+from latex2mathml.converter import convert
+from mkdocs.exceptions import PluginError
+
+CODE = re.compile(r"(^[ \t]*```.*?^[ \t]*```[ \t]*$|`[^`\n]+`)", re.M | re.S)
+DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
+INLINE = re.compile(r"(?<![\\$\w])\$(?!\s)([^$\n]+?)(?<!\s)\$(?![\w$])")
+
+
+def _mathml(tex: str, display: bool, page: str) -> str:
+    try:
+        return convert(tex.strip(), display="block" if display else "inline")
+    except Exception as exc:  # latex2mathml raises several kinds
+        raise PluginError(f"{page}: cannot convert the formula {tex.strip()!r}: {exc}") from None
+
+
+def to_mathml(markdown: str, page: str = "") -> tuple[str, dict[str, str]]:
+    """``markdown`` with every formula outside code replaced by a placeholder word, and the
+    MathML of each placeholder: Markdown would read a ``<math>`` tag that starts a line as a block
+    of raw HTML and break the paragraph, so the MathML goes in after Markdown is done."""
+    found: dict[str, str] = {}
+
+    def hold(mathml: str, display: bool) -> str:
+        key = f"seqlabmath{len(found):04d}x"
+        found[key] = mathml
+        return f"\n\n{key}\n\n" if display else key
+
+    parts = CODE.split(markdown)
+    for i in range(0, len(parts), 2):  # even parts are outside code
+        text = DISPLAY.sub(lambda m: hold(_mathml(m.group(1), True, page), True), parts[i])
+        parts[i] = INLINE.sub(lambda m: hold(_mathml(m.group(1), False, page), False), text)
+    return "".join(parts), found
+
+
+_FORMULAS: dict[str, dict[str, str]] = {}
+
+
+def on_page_markdown(markdown: str, page, **_) -> str:
+    text, _FORMULAS[page.file.src_uri] = to_mathml(markdown, page.file.src_uri)
+    return text
+
+
+def on_page_content(html: str, page, **_) -> str:
+    for key, mathml in _FORMULAS.pop(page.file.src_uri, {}).items():
+        html = html.replace(f"<p>{key}</p>", mathml).replace(key, mathml)
+    return html
