@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from seqlab.machine import machine
 from seqlab.nn.attention import padding_mask, scaled_dot_product_attention
+from seqlab.runtime.machine import machine
 
 HEADS, HEAD_DIM, TOKENS = 4, 32, 4096
 LENGTHS = (16, 32, 64, 128)

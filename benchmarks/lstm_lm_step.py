@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqlab.config import RNNLMConfig
-from seqlab.machine import machine
 from seqlab.models.rnn_lm import RNNLanguageModel
+from seqlab.runtime.machine import machine
 from seqlab.tasks.language_modeling import lm_loss
 
 V, E, H, L, B, T = 65, 64, 256, 2, 32, 64

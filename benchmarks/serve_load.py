@@ -44,8 +44,8 @@ import httpx
 
 from seqlab import load
 from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
-from seqlab.machine import machine, set_threads
-from seqlab.rundir import RunDir
+from seqlab.runtime.machine import machine, set_threads
+from seqlab.storage.rundir import RunDir
 from seqlab.tasks.translation import load_pairs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,8 +46,8 @@ from nanogpt_reference import shakespeare_corpus, train_reference, validation_lo
 from seqlab import load  # noqa: E402
 from seqlab.config import ExperimentConfig, load_config  # noqa: E402
 from seqlab.experiment import train  # noqa: E402
-from seqlab.machine import machine  # noqa: E402
-from seqlab.precision import autocast, resolve_precision  # noqa: E402
+from seqlab.runtime.machine import machine  # noqa: E402
+from seqlab.runtime.precision import autocast, resolve_precision  # noqa: E402
 from seqlab.tasks.language_modeling import (  # noqa: E402
     build_experiment,
     lm_loss,

@@ -1,6 +1,6 @@
 """Decoding the 1,014 Multi30k validation sentences: seqlab against CTranslate2, in one process.
 
-One trained en→de Transformer (``--checkpoint``, default the README's
+One trained en→de Transformer (``--run``, default the README's
 ``runs/m30-en-de-transformer``), greedy and beam 5, three engines:
 
 - ``seqlab``: seqlab's own cached search in PyTorch, fp32 (the inference default);
@@ -33,7 +33,7 @@ import torch
 from seqlab import load
 from seqlab.config import load_config
 from seqlab.experiment import train
-from seqlab.machine import machine
+from seqlab.runtime.machine import machine
 from seqlab.tasks.translation import load_pairs, score_translations
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def measure(models, sources, references, beam: int, repeats: int, batch) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", type=Path, default=DEFAULT_RUN)
+    parser.add_argument("--run", type=Path, default=DEFAULT_RUN)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded at once")
     parser.add_argument("--repeats", type=int, default=3)
@@ -94,10 +94,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        run, trained = args.checkpoint, (args.checkpoint / "checkpoints").is_dir()
+        run, trained = args.run, (args.run / "checkpoints").is_dir()
         if not trained:
-            if args.checkpoint != DEFAULT_RUN:
-                raise SystemExit(f"{args.checkpoint}: not a trained run directory")
+            if args.run != DEFAULT_RUN:
+                raise SystemExit(f"{args.run}: not a trained run directory")
             run = untrained_run(Path(tmp) / "run")
         models = {p: load(run, precision=p) for p in ("fp32", "bf16")}
         decode(models, trained, args)

@@ -35,9 +35,10 @@ from torch import nn
 
 from seqlab.config import TransformerConfig, load_config
 from seqlab.data.translation_batching import Batch, TranslationBatches
-from seqlab.machine import machine, matmul_peak
 from seqlab.nn.positional_encoding import sinusoidal_table
-from seqlab.precision import autocast, resolve_precision
+from seqlab.runtime.allocator import use_huge_pages
+from seqlab.runtime.machine import machine, matmul_peak
+from seqlab.runtime.precision import autocast, resolve_precision
 from seqlab.tasks.translation import build_experiment
 from seqlab.tokens import PAD
 from seqlab.training.optim import build_optimizer
@@ -197,6 +198,7 @@ def training_throughput(steps: int, config: Path) -> dict:
 
 
 def main() -> None:
+    use_huge_pages()  # as the seqlab command does: before the first tensor
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0, help="torch threads; 0 = default")

@@ -3,7 +3,7 @@
 In fp32 two equivalent paths (batch of 1 vs N, padded vs not, greedy vs beam 1, cached vs full,
 seqlab vs CTranslate2) give the same tokens. In bf16 each product is rounded to 8 mantissa bits
 and different shapes round differently, so the paths may swap two tokens whose log-probabilities
-are within :data:`TIE` nats (in fp32) — the documented ties of ``seqlab.precision`` — and nothing
+are within :data:`TIE` nats (in fp32) — the documented ties of ``seqlab.runtime.precision`` — and nothing
 else. bf16 is emulated (slowly) where the CPU lacks it: keep the models tiny.
 """
 
@@ -12,7 +12,7 @@ import warnings
 
 import torch
 
-from seqlab.precision import autocast, resolve_precision
+from seqlab.runtime.precision import autocast, resolve_precision
 from seqlab.tokens import BOS, EOS
 
 PRECISIONS = ["fp32", "bf16"]

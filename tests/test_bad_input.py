@@ -15,7 +15,7 @@ from seqlab.cli import main
 from seqlab.config import config_from_dict, load_config
 from seqlab.errors import ConfigError
 from seqlab.experiment import train
-from seqlab.rundir import RunDir
+from seqlab.storage.rundir import RunDir
 from seqlab.training.callbacks import read_metrics
 
 TEXT = "the time traveller for so it will be convenient to speak of him was expounding. " * 30
@@ -102,7 +102,7 @@ def test_resume_refuses_what_it_cannot_honour_and_changes_nothing(runs, tmp_path
         capsys, ["train", "--resume", run, "model.hidden_size=64"], "model.hidden_size", "train.lr"
     )
     assert snapshot(run) == before
-    assert main(["generate", "--checkpoint", str(run), "--tokens", "3"]) == 0
+    assert main(["generate", "--run", str(run), "--tokens", "3"]) == 0
 
 
 def test_resume_applies_a_new_learning_rate(runs, tmp_path):
@@ -120,8 +120,8 @@ def test_a_run_without_its_vocabulary_is_refused(runs, tmp_path, capsys):
     run = tmp_path / "lm"
     shutil.copytree(runs / "lm", run)
     (run / "vocab.json").unlink()
-    fails(capsys, ["generate", "--checkpoint", run], run / "vocab.json", "never rebuilt")
-    fails(capsys, ["evaluate", "--checkpoint", run], run / "vocab.json")
+    fails(capsys, ["generate", "--run", run], run / "vocab.json", "never rebuilt")
+    fails(capsys, ["evaluate", "--run", run], run / "vocab.json")
     fails(capsys, ["train", "--resume", run, "train.max_steps=8"], run / "vocab.json")
     assert not (run / "vocab.json").exists()
 
@@ -209,7 +209,7 @@ def test_resuming_a_finished_run_changes_nothing(runs, tmp_path, capsys):
 
 
 def test_temperature_zero_is_greedy(runs, capsys):
-    argv = ["generate", "--checkpoint", runs / "lm", "--prefix", "the", "--tokens", "30"]
+    argv = ["generate", "--run", runs / "lm", "--prefix", "the", "--tokens", "30"]
     assert main([str(a) for a in argv]) == 0
     greedy = capsys.readouterr().out
     assert main([str(a) for a in argv + ["--temperature", "0"]]) == 0
@@ -232,7 +232,7 @@ def test_attention_png_needs_attention(runs, tmp_path, capsys):
     out = tmp_path / "att"
     fails(
         capsys,
-        ["translate", "--checkpoint", runs / "s2s", "--input", src, "--attention-png", out],
+        ["translate", "--run", runs / "s2s", "--input", src, "--attention-png", out],
         "model.arch=seq2seq has no attention",
     )
     assert not out.exists()
@@ -241,7 +241,7 @@ def test_attention_png_needs_attention(runs, tmp_path, capsys):
 def test_beam_and_nbest_rules(runs, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("May 9, 1998\n1.3.1969\n")
-    base = ["translate", "--checkpoint", runs / "mt", "--input", src]
+    base = ["translate", "--run", runs / "mt", "--input", src]
     assert main([str(a) for a in base]) == 0
     greedy = capsys.readouterr().out
     assert main([str(a) for a in base + ["--nbest", "1"]]) == 0  # stays greedy
@@ -265,7 +265,7 @@ def test_a_huge_line_draws_a_bounded_heatmap(runs, tmp_path, capsys):
         code = main(
             [
                 "translate",
-                "--checkpoint",
+                "--run",
                 str(runs / "mt"),
                 "--input",
                 str(src),
@@ -281,7 +281,7 @@ def test_a_huge_line_draws_a_bounded_heatmap(runs, tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- tracebacks
 def test_bad_input_files(runs, tmp_path, capsys):
-    base = ["translate", "--checkpoint", runs / "mt", "--input"]
+    base = ["translate", "--run", runs / "mt", "--input"]
     fails(capsys, base + [tmp_path / "nope.txt"], "input file not found", tmp_path / "nope.txt")
     fails(capsys, base + [tmp_path], "is a directory")
     bad = tmp_path / "latin1.txt"
@@ -327,11 +327,11 @@ def test_unwritable_outputs_fail_before_the_work(runs, tmp_path, capsys):
     fails(capsys, ["train", cfg, "--out", blocker / "run"], "cannot write into", blocker)
     fails(
         capsys,
-        ["evaluate", "--checkpoint", runs / "mt", "--split", "val", "--output", blocker / "o.txt"],
+        ["evaluate", "--run", runs / "mt", "--split", "val", "--output", blocker / "o.txt"],
         "--output",
         blocker,
     )
-    fails(capsys, ["evaluate", "--checkpoint", runs / "mt", "--output", tmp_path], "is a directory")
+    fails(capsys, ["evaluate", "--run", runs / "mt", "--output", tmp_path], "is a directory")
     fails(capsys, ["diagnose", "gradients", "--out", blocker / "g"], "--out", blocker)
 
 
@@ -352,12 +352,12 @@ def test_damaged_checkpoint_metadata(runs, tmp_path, capsys):
     meta = json.loads(meta_path.read_text())
     meta["step"] = "twelve"
     meta_path.write_text(json.dumps(meta))
-    fails(capsys, ["generate", "--checkpoint", run], meta_path, "step", "twelve")
+    fails(capsys, ["generate", "--run", run], meta_path, "step", "twelve")
     (run / "checkpoints" / "best.json").write_text('{"steps": 4}')
-    fails(capsys, ["generate", "--checkpoint", run], "best.json", "expected")
+    fails(capsys, ["generate", "--run", run], "best.json", "expected")
     fails(
         capsys,
-        ["generate", "--checkpoint", runs / "lm", "--which", "newest"],
+        ["generate", "--run", runs / "lm", "--which", "newest"],
         "best, latest or a step number",
     )
 
@@ -425,9 +425,9 @@ def test_shipped_configs_are_package_data():
 # ------------------------------------------------------------------ every subcommand, bad values
 BAD = ["-1", "0", "abc", "nan", "1e999", ""]
 OPTIONS = {
-    ("translate", "--checkpoint", "RUN"): ["--beam", "--nbest", "--length-penalty"],
-    ("evaluate", "--checkpoint", "RUN"): ["--beam", "--length-penalty"],
-    ("generate", "--checkpoint", "LM"): ["--tokens", "--temperature", "--top-k"],
+    ("translate", "--run", "RUN"): ["--beam", "--nbest", "--length-penalty"],
+    ("evaluate", "--run", "RUN"): ["--beam", "--length-penalty"],
+    ("generate", "--run", "LM"): ["--tokens", "--temperature", "--top-k"],
     ("data", "stats", "multi30k"): ["--batch-tokens"],
     ("diagnose", "gradients"): ["--seq-len", "--hidden-size", "--cells"],
     ("bench", "layers"): ["--width", "--heads", "--batch", "--repeats", "--lengths"],

@@ -279,7 +279,7 @@ def run_cli(args, empty, stdin=""):
 
 def test_classify_from_a_copied_run_without_data(text_run, tmp_path):
     out = run_cli(
-        ["classify", "--checkpoint", str(text_run), "--attention-png", str(tmp_path / "maps")],
+        ["classify", "--run", str(text_run), "--attention-png", str(tmp_path / "maps")],
         tmp_path,
         stdin="a great story\nan awful film\n",
     )
@@ -303,13 +303,13 @@ def test_evaluate_own_files_and_their_errors(text_run, tmp_path):
     out = run_cli(
         [
             "evaluate",
-            "--checkpoint",
+            "--run",
             str(text_run),
             "--src",
             str(src),
             "--labels",
             str(labels),
-            "--confusion-png",
+            "--png",
             str(tmp_path / "c.png"),
             "--json",
         ],
@@ -319,7 +319,7 @@ def test_evaluate_own_files_and_their_errors(text_run, tmp_path):
     assert '"accuracy": 1.0' in out.stdout and (tmp_path / "c.png").is_file()
     labels.write_text("pos\nunsure\n")
     out = run_cli(
-        ["evaluate", "--checkpoint", str(text_run), "--src", str(src), "--labels", str(labels)],
+        ["evaluate", "--run", str(text_run), "--src", str(src), "--labels", str(labels)],
         tmp_path,
     )
     assert (
@@ -327,7 +327,7 @@ def test_evaluate_own_files_and_their_errors(text_run, tmp_path):
     )
     labels.write_text("pos\n")
     out = run_cli(
-        ["evaluate", "--checkpoint", str(text_run), "--src", str(src), "--labels", str(labels)],
+        ["evaluate", "--run", str(text_run), "--src", str(src), "--labels", str(labels)],
         tmp_path,
     )
     assert out.returncode == 2 and "has 2 lines but --labels" in out.stderr
@@ -355,7 +355,7 @@ def test_mnist_vit_trains_and_classifies_a_png(tmp_path):
     train(cfg, tmp_path / "vit")
     png = tmp_path / "seven.png"
     Image.new("L", (28, 28), 0).save(png)
-    out = run_cli(["classify", "--checkpoint", str(tmp_path / "vit"), str(png)], tmp_path)
+    out = run_cli(["classify", "--run", str(tmp_path / "vit"), str(png)], tmp_path)
     assert out.returncode == 0, out.stderr
     label, prob, name = out.stdout.strip().split("\t")
     assert label in "0123456789" and 0.0 < float(prob) <= 1.0 and name == str(png)
@@ -458,11 +458,10 @@ def test_unknown_words_are_named_on_the_api_the_command_line_and_in_evaluate(
         classifier.classify(["great fun", "a superb superb film"])
         classifier.attention("a superb superb film")
         monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.read_bytes())))
-        assert main(["classify", "--checkpoint", str(run)]) == 0
+        assert main(["classify", "--run", str(run)]) == 0
         assert len(capsys.readouterr().out.splitlines()) == 3
         assert (
-            main(["evaluate", "--checkpoint", str(run), "--src", str(src), "--labels", str(labels)])
-            == 0
+            main(["evaluate", "--run", str(run), "--src", str(src), "--labels", str(labels)]) == 0
         )
     unknown = [str(w.message) for w in caught if w.category is UnknownTokenWarning]
     assert unknown == [

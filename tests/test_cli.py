@@ -78,7 +78,7 @@ def test_overrides_may_follow_the_options(tmp_path, capsys):
             main(["train", "sine-mlp", "--out", str(tmp_path / "other"), *extra])
         assert f"unrecognized arguments: {' '.join(extra)}" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # a command without overrides takes none
-        main(["translate", "--checkpoint", str(run), "a=b"])
+        main(["translate", "--run", str(run), "a=b"])
     assert "unrecognized arguments: a=b" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()
 
@@ -97,7 +97,7 @@ def test_an_image_claiming_too_many_pixels_is_a_one_line_error(tiny_runs, tmp_pa
     bomb.write_bytes(png_claiming(20000, 20000))  # a decompression bomb's header, 100 bytes
     run = tiny_runs["vit"]  # trained here if no test before did: its lines are not this test's
     capsys.readouterr()
-    assert main(["classify", "--checkpoint", str(run), str(bomb)]) == 2
+    assert main(["classify", "--run", str(run), str(bomb)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     limit = Image.MAX_IMAGE_PIXELS  # PIL's own, unless the caller sets one
@@ -105,3 +105,22 @@ def test_an_image_claiming_too_many_pixels_is_a_one_line_error(tiny_runs, tmp_pa
         f"seqlab: error: {bomb}: the image is 400,000,000 pixels, over the limit of {limit:,} "
         "pixels; nothing was decoded (the model reads 28×28: shrink the image first)\n"
     )
+
+
+def test_import_seqlab_sets_nothing_and_the_command_asks_for_huge_pages(monkeypatch, capsys):
+    """``import seqlab`` leaves the environment alone; the ``seqlab`` command sets
+    THP_MEM_ALLOC_ENABLE before any command allocates a tensor, keeping a user's own value
+    (:mod:`seqlab.runtime.allocator`)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    code = "import os, seqlab, seqlab.cli; print(os.environ.get('THP_MEM_ALLOC_ENABLE'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    assert main(["demo", "--list"]) == 0
+    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "1"
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")
+    assert main(["demo", "--list"]) == 0
+    assert os.environ["THP_MEM_ALLOC_ENABLE"] == "0"

@@ -161,3 +161,51 @@ def test_old_keyword_spellings_of_the_python_api_give_the_same_results():
         new = best(search(model, batch.src, src_lengths=batch.src_lengths, need_weights=True))
         assert old.tokens == new.tokens
         torch.testing.assert_close(old.attention, new.attention)
+
+
+@pytest.mark.parametrize(
+    ("argv", "old", "attr", "value"),
+    [
+        (["translate", "--checkpoint", "R"], "--checkpoint", "run", "R"),
+        (
+            ["export", "--format", "ctranslate2", "--out", "D", "--checkpoint=R"],
+            "--checkpoint",
+            "run",
+            "R",
+        ),
+        (["forecast", "--run", "R", "--steps", "7"], "--steps", "horizon", 7),
+        (["evaluate", "--run", "R", "--plot", "f.png"], "--plot", "png", "f.png"),
+        (["evaluate", "--run", "R", "--confusion-png", "c.png"], "--confusion-png", "png", "c.png"),
+        (["data", "stats", "timemachine", "--plot", "z.png"], "--plot", "png", "z.png"),
+        (["curves", "A", "--out", "c.png"], "--out", "png", "c.png"),
+    ],
+)
+def test_an_old_flag_parses_as_the_new_one_with_one_warning(argv, old, attr, value):
+    """Through :data:`~seqlab.deprecation.RENAMED_FLAGS`: a required new flag (``--run``) is
+    satisfied by its old name too."""
+    from seqlab.cli import build_parser
+
+    with pytest.warns(SeqlabDeprecationWarning) as record:
+        args = build_parser().parse_args(argv)
+    assert getattr(args, attr) == value
+    messages = [str(w.message) for w in record if w.category is SeqlabDeprecationWarning]
+    assert messages == [f"seqlab {' '.join(argv[:2 if argv[0] == 'data' else 1])} {old} is "
+                        f"deprecated; use --{attr}"]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second use in the same process is silent
+        assert getattr(build_parser().parse_args(argv), attr) == value
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["translate"], ["evaluate"], ["forecast"], ["export"], ["data", "stats"], ["curves"]],
+)
+def test_old_flags_are_hidden_from_help(command, capsys):
+    from seqlab.cli import main
+
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    text = capsys.readouterr().out
+    renames = deprecation.RENAMED_FLAGS[" ".join(command)]
+    assert not [old for old in renames if f"{old} " in text or f"{old}\n" in text]
+    assert all(new in text for new in renames.values())

@@ -98,7 +98,7 @@ def test_the_rewrites_keep_each_command_on_its_line():
         "seqlab train c.yaml \\\n    --out runs/y\n"
         "torchrun --nproc_per_node=2 -m seqlab train c.yaml --out runs/z\n"
         "seqlab train --resume runs/x a=2\n"
-        "seqlab evaluate --checkpoint runs/x",
+        "seqlab evaluate --run runs/x",
         "k=2",
     )
     assert train.split("\n") == [
@@ -107,7 +107,7 @@ def test_the_rewrites_keep_each_command_on_its_line():
         "    --out runs/y",
         "torchrun --nproc_per_node=2 -m seqlab train c.yaml k=2 --out runs/z",
         "seqlab train --resume runs/x a=2",
-        "seqlab evaluate --checkpoint runs/x",
+        "seqlab evaluate --run runs/x",
     ]
     served = D.with_servers(
         D.with_port(
@@ -135,7 +135,7 @@ Some text.
 
 ```sh
 echo fine
-seqlab export --format ctranslate2 --checkpoint nothing --out runs/a \\
+seqlab export --format ctranslate2 --run nothing --out runs/a \\
     --quantise int8
 echo never
 ```
@@ -164,7 +164,7 @@ def test_a_failing_block_names_its_page_line_command_and_output(tmp_path):
     with pytest.raises(D.BlockFailed) as failed:
         ran.run_through(0)
     message = str(failed.value)
-    assert message.startswith(f"{page}:7: seqlab export --format ctranslate2 --checkpoint nothing")
+    assert message.startswith(f"{page}:7: seqlab export --format ctranslate2 --run nothing")
     assert message.split("\n")[1] == "    --quantise int8"
     assert "exited 2" in message and "unrecognized arguments: --quantise int8" in message
     assert "the end of its output:\nfine\n" in message

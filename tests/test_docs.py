@@ -2,7 +2,8 @@
 
 - every ``seqlab`` command and ``--flag`` they write, in code blocks and inline code, exists in
   the real parsers (:func:`seqlab.cli.build_parser`): renaming a documented flag fails here. An
-  old name the parser still accepts but hides from ``--help`` may appear in the changelog only;
+  old name the parser still accepts but hides from ``--help`` may appear in the changelog and the
+  README's table of renamed options only;
 - every config key they write (``train.lr``, ``model.d_model``, ``data.subword.vocab_size``, the
   keys of a YAML block) exists in the schema (:mod:`seqlab.config`, each architecture's config);
 - every relative link reaches a file, or a page the docs hook generates (``mkdocs build
@@ -33,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 HOOK = DOCS / "_hooks" / "reference.py"
 CHANGELOG = DOCS / "changelog.md"
+#: the README's table of renamed options: old names may be written there, as in the changelog
+README_RENAMES = "### Renamed options"
 #: flags of other programs that the docs name (fairseq's length penalty, torchrun's, mkdocs's)
 FOREIGN_FLAGS = {
     "--lenpen",
@@ -221,6 +224,16 @@ def check_flag(flag: str, in_changelog: bool, commands: Commands) -> list[str]:
     return [f"`{flag}`: no seqlab command has this option"]
 
 
+def _renames_table(text: str, path: Path) -> tuple[str, str]:
+    """(the rest, the README's table of renamed options): of the README only, else (text, "")."""
+    if path != ROOT / "README.md" or README_RENAMES not in text:
+        return text, ""
+    head, heading, rest = text.partition(README_RENAMES)
+    end = re.search(r"^#", rest, re.M)
+    cut = end.start() if end else len(rest)
+    return head + rest[cut:], heading + rest[:cut]
+
+
 def problems_in(
     text: str, path: Path, commands: Commands | None = None, keys: frozenset[str] | None = None
 ) -> list[str]:
@@ -229,8 +242,9 @@ def problems_in(
     commands = cli() if commands is None else commands
     keys = config_keys() if keys is None else keys
     in_changelog = path == CHANGELOG
+    text, renames = _renames_table(text, path)
+    found = problems_in(renames, CHANGELOG, commands, keys) if renames else []
     blocks, spans, _ = code_of(text)
-    found = []
     for language, body in blocks:
         if language in SHELL:
             for line in shell_lines(body):
@@ -325,19 +339,29 @@ def test_the_checker_catches_a_renamed_flag_key_command_link_and_test():
     passes)."""
     page = DOCS / "howto" / "page.md"
     good = (
-        "```sh\nseqlab translate --checkpoint RUN --beam 5 < in.txt  # --no-such-flag\n"
+        "```sh\nseqlab translate --run RUN --beam 5 < in.txt  # --no-such-flag\n"
         "seqlab train c.yaml train.lr=3e-4 --out RUN\nseqlab demo NAME --out DIR\n```\n"
         "`seqlab demo vit-vs-cnn --min-step-budget 600`, `--length-penalty 1.5`, `model.d_model`\n"
         "```yaml\ndata:\n  dataset: text\n  subword:\n    vocab_size: 8000\nmodel:\n  arch: rnn_lm\n```\n"
     )
     assert problems_in(good, page) == []
-    renamed = problems_in("```sh\nseqlab translate --checkpoint RUN --beam-size 5\n```", page)
+    renamed = problems_in("```sh\nseqlab translate --run RUN --beam-size 5\n```", page)
     assert renamed == ["`seqlab translate --beam-size`: no such option"]
     assert problems_in("`seqlab demo vit-vs-cnn --min-steps 600`", page) == [
         "`seqlab demo vit-vs-cnn --min-steps`: an old name, kept working but not to be documented"
     ]
     assert problems_in("`seqlab demo vit-vs-cnn --min-steps 600`", CHANGELOG) == []
-    assert problems_in("`seqlab transalte --checkpoint RUN`", page) == [
+    old = "```sh\nseqlab forecast --checkpoint RUN --steps 3\n```\n"
+    assert problems_in(old, page) == [
+        "`seqlab forecast --checkpoint`: an old name, kept working but not to be documented",
+        "`seqlab forecast --steps`: an old name, kept working but not to be documented",
+    ]
+    readme, table = ROOT / "README.md", f"{README_RENAMES}\n\n| `seqlab curves --out F` |\n"
+    assert problems_in(table, readme) == []  # the README's table of renamed options names them
+    assert problems_in(f"{table}\n## Next\n\n`seqlab curves --out F`\n", readme) == [
+        "`seqlab curves --out`: an old name, kept working but not to be documented"
+    ]
+    assert problems_in("`seqlab transalte --run RUN`", page) == [
         "`seqlab transalte`: no such command"
     ]
     assert problems_in("`--beams 5`", page) == ["`--beams`: no seqlab command has this option"]

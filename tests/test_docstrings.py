@@ -191,6 +191,20 @@ def test_every_old_name_in_the_code_table_is_also_in_the_readme_table():
             assert re.search(rf"`{key}={old}`.*`{key}={new}`", table), (key, old, new)
 
 
+def test_every_renamed_flag_is_in_the_readme_table():
+    """Each old flag of :data:`~seqlab.deprecation.RENAMED_FLAGS` has a row of the README's table
+    naming its command, the old flag and then the new one."""
+    from seqlab.deprecation import RENAMED_FLAGS
+
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    rows = [lines[i - 1] for i in sorted(_readme_deprecation_table(lines))]
+    for command, renames in RENAMED_FLAGS.items():
+        for old, new in renames.items():
+            flags = rf"{old}\b.*\|.*{new}\b"
+            assert any(re.search(rf"`{command}\b|\b{command} -", r) and re.search(flags, r)
+                       for r in rows), (command, old, new)  # fmt: skip
+
+
 def test_every_test_the_readme_names_exists():
     """The README's tables point at the tests that pin each claim down; a renamed test must not
     leave a dangling pointer."""

@@ -83,7 +83,7 @@ def test_evaluate_with_ensemble_scores_the_runs_together(tiny_runs, capsys):
     mt, bahdanau = tiny_runs["mt"], tiny_runs["bahdanau"]  # the same dates, one vocabulary
 
     def scores(*extra):
-        args = ["evaluate", "--checkpoint", str(mt), "--split", "test", "--json", *extra]
+        args = ["evaluate", "--run", str(mt), "--split", "test", "--json", *extra]
         assert main(args) == 0
         return json.loads(capsys.readouterr().out)
 
@@ -136,7 +136,7 @@ def test_ensemble_refuses_other_vocabularies_tasks_and_the_ctranslate2_engine(
     assert vocab  # the files themselves are untouched
 
     def fails(*args, needles):
-        assert main(["evaluate", "--checkpoint", str(mt), "--split", "test", *args]) == 2
+        assert main(["evaluate", "--run", str(mt), "--split", "test", *args]) == 2
         err = capsys.readouterr().err
         for needle in needles:
             assert needle in err, err
@@ -151,5 +151,5 @@ def test_ensemble_refuses_other_vocabularies_tasks_and_the_ctranslate2_engine(
     )
     with pytest.raises(SeqlabError, match="--ensemble decodes with seqlab"):  # Python API too
         load(mt).ensemble_with([load(mt)]).translate("9 may 1998", engine="ctranslate2")
-    assert main(["evaluate", "--checkpoint", str(tiny_runs["cls"]), "--ensemble", str(mt)]) == 2
+    assert main(["evaluate", "--run", str(tiny_runs["cls"]), "--ensemble", str(mt)]) == 2
     assert "--ensemble" in capsys.readouterr().err

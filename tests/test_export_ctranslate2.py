@@ -278,7 +278,7 @@ def test_int8_runs_through_the_run_directory(exported, capsys, tmp_path):
     assert (m.run.run_dir / "exports").is_dir()
     inputs = tmp_path / "in.txt"
     inputs.write_text("\n".join(sentences) + "\n")
-    argv = ["translate", "--checkpoint", str(m.run.run_dir), "--input", str(inputs)]
+    argv = ["translate", "--run", str(m.run.run_dir), "--input", str(inputs)]
     assert main([*argv, "--engine", "ctranslate2", "--beam", "3"]) == 0
     assert main([*argv, "--beam", "3"]) == 0
     both = capsys.readouterr().out.splitlines()
@@ -290,7 +290,7 @@ def test_int8_runs_through_the_run_directory(exported, capsys, tmp_path):
 def test_export_command(exported, tmp_path, capsys):
     m = exported[0]
     out = tmp_path / "ct2"
-    argv = ["export", "--format", "ctranslate2", "--checkpoint", str(m.run.run_dir)]
+    argv = ["export", "--format", "ctranslate2", "--run", str(m.run.run_dir)]
     assert main([*argv, "--out", str(out), "--quantize", "int8"]) == 0
     assert "int8 weights" in capsys.readouterr().out
     engine = CTranslate2Engine(out, threads=1)
@@ -308,7 +308,7 @@ def test_only_transformers_export(tmp_path, capsys):
     m = load(tmp_path / "s2s")
     with pytest.raises(SeqlabError, match="Transformer translation model .* not Seq2Seq"):
         export_ctranslate2(m.model, 10, 10, tmp_path / "x")
-    argv = ["export", "--format", "ctranslate2", "--checkpoint", str(tmp_path / "s2s")]
+    argv = ["export", "--format", "ctranslate2", "--run", str(tmp_path / "s2s")]
     assert main([*argv, "--out", str(tmp_path / "x")]) == 2
     assert "model.arch=seq2seq" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
@@ -328,5 +328,5 @@ def test_a_missing_package_says_how_to_install(monkeypatch, exported, tmp_path, 
         export_ctranslate2(m.model, 10, 10, tmp_path / "x")
     run = tmp_path / "copy"
     shutil.copytree(m.run.run_dir, run)
-    assert main(["translate", "--checkpoint", str(run), "--engine", "ctranslate2"]) == 2
+    assert main(["translate", "--run", str(run), "--engine", "ctranslate2"]) == 2
     assert "pip install ctranslate2" in capsys.readouterr().err

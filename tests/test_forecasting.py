@@ -150,7 +150,7 @@ def test_a_missing_value_or_column_names_the_setting_of_whoever_reads_the_csv(
         read_series_csv(path)
     with pytest.raises(DataError, match=r"no column 'x' in the header \('v'\); set data\.column "):
         read_series_csv(path, "x")
-    argv = ["forecast", "--checkpoint", str(tiny_runs["fc"]), "--input", str(path), "--steps", "2"]
+    argv = ["forecast", "--run", str(tiny_runs["fc"]), "--input", str(path), "--horizon", "2"]
     assert main(argv) == 2
     assert capsys.readouterr().err.endswith(fix.format("--missing") + "\n")
     assert main([*argv, "--column", "x"]) == 2
@@ -226,11 +226,11 @@ def test_forecast_and_evaluate_from_a_copied_run_without_data(sine_run, tmp_path
     out = run_offline(
         [
             "forecast",
-            "--checkpoint",
+            "--run",
             str(copy),
             "--input",
             str(csv_path),
-            "--steps",
+            "--horizon",
             "3",
             "--json",
             "--png",
@@ -245,7 +245,7 @@ def test_forecast_and_evaluate_from_a_copied_run_without_data(sine_run, tmp_path
     assert result["forecast"] == pytest.approx(expected, abs=1e-5)
     assert (tmp_path / "f.png").stat().st_size > 0
     # the sine is generated from the config: evaluation needs no data either
-    out = run_offline(["evaluate", "--checkpoint", str(copy), "--horizon", "3", "--json"], tmp_path)
+    out = run_offline(["evaluate", "--run", str(copy), "--horizon", "3", "--json"], tmp_path)
     assert out.returncode == 0, out.stderr
     scores = json.loads(out.stdout)
     assert scores["split"] == "test" and scores["horizons"] == [1, 2, 3]
@@ -255,12 +255,12 @@ def test_forecast_and_evaluate_from_a_copied_run_without_data(sine_run, tmp_path
 def test_forecast_cli_errors(sine_run, tmp_path):
     bad = write(tmp_path, "v\n1\nx\n", "bad.csv")
     out = run_offline(
-        ["forecast", "--checkpoint", str(sine_run), "--input", str(bad), "--steps", "2"], tmp_path
+        ["forecast", "--run", str(sine_run), "--input", str(bad), "--horizon", "2"], tmp_path
     )
     assert out.returncode != 0 and "bad.csv:3: 'x' in column 'v' is not a number" in out.stderr
-    out = run_offline(["forecast", "--checkpoint", str(sine_run), "--steps", "0"], tmp_path)
-    assert out.returncode != 0 and "--steps" in out.stderr
+    out = run_offline(["forecast", "--run", str(sine_run), "--horizon", "0"], tmp_path)
+    assert out.returncode != 0 and "--horizon" in out.stderr
     out = run_offline(
-        ["evaluate", "--checkpoint", str(sine_run), "--src", str(bad), "--ref", str(bad)], tmp_path
+        ["evaluate", "--run", str(sine_run), "--src", str(bad), "--ref", str(bad)], tmp_path
     )
     assert out.returncode != 0 and "a forecaster is scored on a --split" in out.stderr

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from conftest import tiny_dates_transformer
-from seqlab.checkpoints import read_meta
 from seqlab.config import config_from_dict
 from seqlab.experiment import train
-from seqlab.rundir import RunDir
+from seqlab.storage.checkpoints import read_meta
+from seqlab.storage.rundir import RunDir
 from seqlab.training.callbacks import read_metrics
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")

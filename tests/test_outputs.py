@@ -1,4 +1,4 @@
-"""What seqlab may replace or remove where it writes output (seqlab.outputs): a file only if it
+"""What seqlab may replace or remove where it writes output (seqlab.storage.outputs): a file only if it
 wrote it and nobody changed it since, or with --force; an output folder killed mid-output is
 recognised as seqlab's and re-run; a re-used folder keeps exactly the new command's output."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from seqlab.cli import main
 from seqlab.cli.common import FORCE_HELP
-from seqlab.io import atomic_write_text
-from seqlab.outputs import (
+from seqlab.storage.atomic import atomic_write_text
+from seqlab.storage.outputs import (
     FILE_RULE,
     FILES,
     MANIFEST,
@@ -56,14 +56,14 @@ def test_a_users_file_is_kept_unless_force(tiny_runs, tmp_path, capsys):
     --force; with --force it is replaced, and from then on it is seqlab's."""
     fc, mt = tiny_runs["fc"], tiny_runs["mt"]
     missing = tmp_path / "no-such-run"
-    commands = {  # option -> the command with a run, and without one (refused before loading)
-        "--png": (["forecast", "--checkpoint", fc, "--steps", "2"], None),
-        "--out": (["curves", fc], ["curves", missing]),
-        "--output": (["evaluate", "--checkpoint", mt, "--split", "val"], None),
-    }
-    for flag, (argv, unloaded) in commands.items():
+    commands = [  # option, the command with a run, and without one (refused before loading)
+        ("--png", ["forecast", "--run", fc, "--horizon", "2"], None),
+        ("--png", ["curves", fc], ["curves", missing]),
+        ("--output", ["evaluate", "--run", mt, "--split", "val"], None),
+    ]
+    for i, (flag, argv, unloaded) in enumerate(commands):
         unloaded = unloaded or [a if a not in (fc, mt) else missing for a in argv]
-        folder = tmp_path / flag.strip("-")
+        folder = tmp_path / f"{i}{flag.strip('-')}"
         folder.mkdir()
         mine = folder / "user.png"
         mine.write_text("my precious plot")
@@ -87,7 +87,7 @@ def test_every_command_writing_a_file_states_the_rule_and_offers_force(command, 
 
 def test_seqlab_replaces_its_own_file_only_while_unchanged(tiny_runs, tmp_path, capsys):
     out = tmp_path / "figures" / "curves.png"
-    argv = ["curves", str(tiny_runs["fc"]), "--out", str(out)]
+    argv = ["curves", str(tiny_runs["fc"]), "--png", str(out)]
     assert main(argv) == 0
     assert recorded_files(out.parent) == {"curves.png": sha256_file(out)}
     first = out.stat().st_ino
@@ -98,7 +98,7 @@ def test_seqlab_replaces_its_own_file_only_while_unchanged(tiny_runs, tmp_path, 
     assert out.read_bytes().endswith(b"edited")
     other = out.with_name("other.png")  # a record that is not seqlab's is never replaced
     (out.parent / FILES).write_text("my notes")
-    fails(capsys, ["curves", tiny_runs["fc"], "--out", other], FILES, "not seqlab's record")
+    fails(capsys, ["curves", tiny_runs["fc"], "--png", other], FILES, "not seqlab's record")
     assert (out.parent / FILES).read_text() == "my notes" and not other.exists()
 
 
@@ -123,8 +123,8 @@ def test_writers_of_different_files_in_one_folder_keep_each_others_records(tmp_p
 # ------------------------------------------------------------------------ output folders
 KILLED = """
 import sys, time
-from seqlab.io import atomic_write_text
-from seqlab.outputs import output_dir
+from seqlab.storage.atomic import atomic_write_text
+from seqlab.storage.outputs import output_dir
 
 with output_dir(sys.argv[1], "--out") as out:
     atomic_write_text(out / "gradients.png", "half drawn")
@@ -180,11 +180,11 @@ def test_a_reused_folder_holds_exactly_the_new_output(tiny_runs, tmp_path, capsy
     src = tmp_path / "in.txt"
     src.write_text("may 9 1998\n1.3.1969\nthe 21st of december 2012\n")
     out = tmp_path / "maps"
-    argv = ["translate", "--checkpoint", str(tiny_runs["mt"]), "--attention-png", str(out)]
+    argv = ["translate", "--run", str(tiny_runs["mt"]), "--attention-png", str(out)]
     assert main([*argv, "--input", str(src)]) == 0
     assert listing(out) == [MANIFEST, *(f"attention-000{i}.png" for i in (1, 2, 3))]
     figure = out / "curves.png"  # written by another command: seqlab's, not the folder's
-    assert main(["curves", str(tiny_runs["fc"]), "--out", str(figure)]) == 0
+    assert main(["curves", str(tiny_runs["fc"]), "--png", str(figure)]) == 0
     src.write_text("may 9 1998\n")
     assert main([*argv, "--input", str(src)]) == 0
     assert listing(out) == [FILES, MANIFEST, "attention-0001.png", "curves.png"]

@@ -103,14 +103,14 @@ def test_a_model_and_dataset_from_this_file_train_evaluate_classify_and_load(
     assert saved["data"]["dataset"] == "toy-sentiment"
     capsys.readouterr()
 
-    assert main(["evaluate", "--checkpoint", str(run), "--json"]) == 0
+    assert main(["evaluate", "--run", str(run), "--json"]) == 0
     scores = json.loads(capsys.readouterr().out)
     assert scores["split"] == "test"  # the record's evaluation split
     assert scores["accuracy"] >= 0.95 and scores["labels"] == ["neg", "pos"]
 
     sentences = tmp_path / "in.txt"
     sentences.write_text("the film was great fun\na dull and boring plot\n")
-    assert main(["classify", "--checkpoint", str(run), "--input", str(sentences)]) == 0
+    assert main(["classify", "--run", str(run), "--input", str(sentences)]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [row[0] for row in rows] == ["pos", "neg"]
 

@@ -52,7 +52,7 @@ def test_copied_runs_work_without_their_data(runs, tmp_path):
     refs.write_text("1998-05-09\n\n1998-05-09\n")
 
     out = run_cli(
-        ["translate", "--checkpoint", str(runs / "mt"), "--input", str(sources)], tmp_path, empty
+        ["translate", "--run", str(runs / "mt"), "--input", str(sources)], tmp_path, empty
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.split("\n")[:3]
@@ -61,7 +61,7 @@ def test_copied_runs_work_without_their_data(runs, tmp_path):
     out = run_cli(
         [
             "evaluate",
-            "--checkpoint",
+            "--run",
             str(runs / "mt"),
             "--src",
             str(sources),
@@ -76,14 +76,14 @@ def test_copied_runs_work_without_their_data(runs, tmp_path):
     assert '"sentences": 3' in out.stdout and '"bleu"' in out.stdout
 
     out = run_cli(
-        ["generate", "--checkpoint", str(runs / "lm"), "--prefix", "the time", "--tokens", "20"],
+        ["generate", "--run", str(runs / "lm"), "--prefix", "the time", "--tokens", "20"],
         tmp_path,
         empty,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("the time") and len(out.stdout.strip()) > len("the time")
 
-    out = run_cli(["generate", "--checkpoint", str(runs / "mt")], tmp_path, empty)
+    out = run_cli(["generate", "--run", str(runs / "mt")], tmp_path, empty)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "needs a language modeling run" in out.stderr and "seqlab translate" in out.stderr
 
@@ -104,10 +104,7 @@ def test_loading_never_touches_the_training_data(runs, monkeypatch, capsys, tmp_
     assert lm.perplexity(TEXT[:200])["perplexity"] > 1
     src = tmp_path / "s.txt"
     src.write_text("09/05/98\n")
-    assert (
-        main(["evaluate", "--checkpoint", str(runs / "mt"), "--src", str(src), "--ref", str(src)])
-        == 0
-    )
+    assert main(["evaluate", "--run", str(runs / "mt"), "--src", str(src), "--ref", str(src)]) == 0
     assert "BLEU" in capsys.readouterr().out
 
 
@@ -121,16 +118,13 @@ def test_mismatched_files_and_incomplete_runs_are_refused(runs, tmp_path, capsys
     src, ref = tmp_path / "s.txt", tmp_path / "r.txt"
     src.write_text("a\nb\n")
     ref.write_text("a\n")
-    assert (
-        main(["evaluate", "--checkpoint", str(runs / "mt"), "--src", str(src), "--ref", str(ref)])
-        == 2
-    )
+    assert main(["evaluate", "--run", str(runs / "mt"), "--src", str(src), "--ref", str(ref)]) == 2
     err = capsys.readouterr().err
     assert f"--src {src} has 2 lines but --ref {ref} has 1" in err
 
     broken = tmp_path / "broken"
     shutil.copytree(runs / "lm", broken)
     (broken / "vocab.json").unlink()
-    assert main(["generate", "--checkpoint", str(broken)]) == 2
+    assert main(["generate", "--run", str(broken)]) == 2
     err = capsys.readouterr().err
     assert f"{broken / 'vocab.json'} is missing" in err and "never rebuilt" in err

@@ -12,12 +12,12 @@ import torch
 import yaml
 
 from seqlab import load
-from seqlab import precision as P
-from seqlab.checkpoints import read_meta
 from seqlab.config import config_from_dict, load_config
 from seqlab.errors import ConfigError
 from seqlab.experiment import train
-from seqlab.rundir import RunDir
+from seqlab.runtime import precision as P
+from seqlab.storage.checkpoints import read_meta
+from seqlab.storage.rundir import RunDir
 
 TEXT = "the time traveller for so it will be convenient to speak of him was expounding " * 30
 
@@ -78,7 +78,7 @@ def test_the_environment_overrides_detection(monkeypatch):
 
 def test_auto_decides_the_same_in_two_processes(monkeypatch):
     env = {k: v for k, v in os.environ.items() if k != P.NATIVE_BF16_ENV}
-    code = "from seqlab.precision import resolve_precision as r; print(r('auto'))"
+    code = "from seqlab.runtime.precision import resolve_precision as r; print(r('auto'))"
     runs = [
         subprocess.run(
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True

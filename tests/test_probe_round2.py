@@ -38,15 +38,15 @@ def test_output_file_is_never_an_input_of_the_same_command(tiny_runs, tmp_path):
     (tmp_path / "link.txt").symlink_to(src)
     before = src.read_bytes()
     for given in (src, tmp_path / "link.txt"):  # the same file, by its name or by a link
-        args = ["evaluate", "--checkpoint", str(tiny_runs["mt"]), "--src", str(given)]
+        args = ["evaluate", "--run", str(tiny_runs["mt"]), "--src", str(given)]
         r = run_offline([*args, "--ref", str(ref), "--output", str(src)], tmp_path)
         assert r.returncode == 2 and "is also the input --src" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
     assert src.read_bytes() == before
     csv = tmp_path / "s.csv"
     csv.write_text("value\n" + "\n".join(_series()) + "\n")
-    args = ["forecast", "--checkpoint", str(tiny_runs["fc"]), "--input", str(csv)]
-    r = run_offline([*args, "--png", str(csv), "--steps", "2"], tmp_path)
+    args = ["forecast", "--run", str(tiny_runs["fc"]), "--input", str(csv)]
+    r = run_offline([*args, "--png", str(csv), "--horizon", "2"], tmp_path)
     assert r.returncode == 2 and "is also the input --input" in r.stderr, r.stderr
     assert csv.read_text().startswith("value\n")
     # the Python API holds to it too
@@ -59,21 +59,19 @@ def test_output_file_never_replaces_a_file_of_a_training_run(tiny_runs, tmp_path
     run = tmp_path / "run"
     shutil.copytree(tiny_runs["cls"], run)
     kept = {name: (run / name).read_bytes() for name in ("config.yaml", "curves.png")}
-    r = run_offline(
-        ["evaluate", "--checkpoint", str(run), "--confusion-png", str(run / "curves.png")], tmp_path
-    )
+    r = run_offline(["evaluate", "--run", str(run), "--png", str(run / "curves.png")], tmp_path)
     assert r.returncode == 2 and "file of the training run" in r.stderr, r.stderr
     src, labels = tmp_path / "s.txt", tmp_path / "l.txt"
     src.write_text("a great film\n")
     labels.write_text("pos\n")
     for target in (run / "config.yaml", run / "checkpoints" / "best.json"):
-        args = ["evaluate", "--checkpoint", str(tiny_runs["mt"]), "--src", str(src)]
+        args = ["evaluate", "--run", str(tiny_runs["mt"]), "--src", str(src)]
         r = run_offline([*args, "--ref", str(src), "--output", str(target)], tmp_path)
         assert r.returncode == 2 and "file of the training run" in r.stderr, r.stderr
     assert {name: (run / name).read_bytes() for name in kept} == kept
     assert (run / "checkpoints" / "best.json").read_text().strip().startswith("{")
     # a new file of another name in a run directory is fine
-    args = ["evaluate", "--checkpoint", str(tiny_runs["mt"]), "--src", str(src)]
+    args = ["evaluate", "--run", str(tiny_runs["mt"]), "--src", str(src)]
     r = run_offline([*args, "--ref", str(src), "--output", str(run / "hyps.txt")], tmp_path)
     assert r.returncode == 0, r.stderr
     assert (run / "hyps.txt").is_file()
@@ -188,7 +186,7 @@ def test_seeds_are_bounded_everywhere(tmp_path):
 
 
 def test_too_many_threads_are_cut_to_the_cpus_with_a_warning():
-    from seqlab.machine import cpu_count, set_threads
+    from seqlab.runtime.machine import cpu_count, set_threads
 
     before = torch.get_num_threads()
     try:

@@ -5,7 +5,7 @@ import io
 import sys
 import threading
 
-from seqlab.progress import no_progress, progress
+from seqlab.runtime.progress import no_progress, progress
 
 
 class Terminal(io.StringIO):

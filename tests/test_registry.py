@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from seqlab.data import registry
+from seqlab import catalog
+from seqlab.data import parallel, registry
 from seqlab.errors import DataError
 
 
@@ -28,8 +29,8 @@ def test_every_dataset_has_url_checksum_licence():
             # re-compressed, by the digest of what the server sends.
             assert f.sha256 or (f.gzip and f.source_sha256 and len(f.source_sha256) == 64)
     names = {f.name for f in registry.DATASETS["multi30k"].files}
-    for split in registry.MULTI30K_SPLITS:
-        for lang in registry.MULTI30K_LANGS:
+    for split in parallel.MULTI30K_SPLITS:
+        for lang in parallel.MULTI30K_LANGS:
             assert f"{split}.{lang}.gz" in names
 
 
@@ -40,12 +41,12 @@ def fake_dataset(monkeypatch, tmp_path):
     entry = registry.DataFile(
         "a.txt", "http://127.0.0.1:9/a.txt", (hashlib.sha256(content).hexdigest(),)
     )
-    ds = registry.Dataset("fake", "fake", "none", "none", (entry,))
-    monkeypatch.setitem(registry.DATASETS, "fake", ds)
+    ds = catalog.DatasetSpec("fake", "fake", print, files=(entry,), licence="none")
     monkeypatch.setenv("SEQLAB_DATA_DIR", str(tmp_path / "mirror"))
     monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("SEQLAB_OFFLINE", "1")
-    return content, tmp_path
+    with catalog.registered(ds):
+        yield content, tmp_path
 
 
 def test_mirror_is_preferred_to_cache(fake_dataset):
@@ -136,3 +137,20 @@ def test_shared_copies_verify():
                 assert registry.resolve(name, f.name).is_file()
                 checked += 1
     assert checked > 0
+
+
+def test_the_catalog_record_is_the_only_list_of_files(fake_dataset):
+    """registry.DATASETS is read from the catalog: a record registered with files is fetchable,
+    and gone once unregistered; files need a licence."""
+    record = catalog.datasets()["fake"]
+    assert registry.DATASETS["fake"] is record and registry.get_dataset("fake") is record
+    with pytest.raises(DataError, match="'series' reads your file"):
+        registry.get_dataset("series")
+    with pytest.raises(ValueError, match="need a licence"):
+        catalog.register_dataset(catalog.DatasetSpec("x", "fake", print, files=record.files))
+    assert "x" not in catalog.datasets()
+
+
+def test_a_record_without_files_is_not_fetchable():
+    assert "fake" not in registry.DATASETS
+    assert not catalog.datasets()["sine"].files and "sine" not in registry.DATASETS

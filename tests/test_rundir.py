@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from seqlab.errors import CheckpointError, ConfigError, SeqlabError
-from seqlab.rundir import RunDir
+from seqlab.storage.rundir import RunDir
 from seqlab.tasks import artefacts
 
 

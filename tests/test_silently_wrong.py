@@ -37,7 +37,7 @@ from seqlab.errors import DataError, SeqlabError
 from seqlab.experiment import train
 from seqlab.models.ngram import NGramLM
 from seqlab.nn.losses import perplexity
-from seqlab.rundir import RunDir
+from seqlab.storage.rundir import RunDir
 from seqlab.tokens import SPECIAL_TOKENS
 from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
 from seqlab.training.trainer import Callback, LossOutput, Trainer, TrainingDiverged
@@ -367,14 +367,14 @@ def test_evaluate_never_reports_nan(runs, monkeypatch, capsys):
     import seqlab.tasks.forecasting as forecasting
     import seqlab.tasks.language_modeling as language_modeling
 
-    before = succeeds(capsys, ["evaluate", "--checkpoint", runs / "lm", "--json"])
+    before = succeeds(capsys, ["evaluate", "--run", runs / "lm", "--json"])
     assert math.isfinite(json.loads(before.out)["perplexity"])
     _nan_weights(monkeypatch, language_modeling)
     _nan_weights(monkeypatch, forecasting)
     for argv in (
-        ["evaluate", "--checkpoint", runs / "lm", "--json"],
-        ["evaluate", "--checkpoint", runs / "lm"],
-        ["evaluate", "--checkpoint", runs / "fc", "--json", "--horizon", "2"],
+        ["evaluate", "--run", runs / "lm", "--json"],
+        ["evaluate", "--run", runs / "lm"],
+        ["evaluate", "--run", runs / "fc", "--json", "--horizon", "2"],
     ):
         out = fails(capsys, argv, "non-finite scores", "nan", "--which")
         assert out.out == ""  # no NaN on stdout
@@ -389,7 +389,7 @@ def write_csv(path, text):
 @pytest.mark.parametrize("cell", ["1e300", "-1e16", "inf", "-Infinity", "1e309"])
 def test_series_values_must_be_finite_and_in_range(runs, tmp_path, capsys, cell):
     csv_path = write_csv(tmp_path / "s.csv", f"t,v\n0,1\n1,{cell}\n2,3\n3,4\n4,5\n")
-    argv = ["forecast", "--checkpoint", runs / "fc", "--input", csv_path, "--steps", "2"]
+    argv = ["forecast", "--run", runs / "fc", "--input", csv_path, "--horizon", "2"]
     fails(capsys, argv, f"{csv_path}:3", repr(cell))
     raw = {
         "data": {"dataset": "series", "path": str(csv_path), "window": 2},
@@ -421,7 +421,7 @@ def test_a_series_without_a_header_keeps_its_first_value(runs, tmp_path, capsys)
     headed = write_csv(tmp_path / "headed.csv", "value\n" + "".join(f"{v}\n" for v in values))
     two_cols = write_csv(tmp_path / "two.csv", "".join(f"{i},{v}\n" for i, v in enumerate(values)))
     assert read_series_csv(bare) == values == read_series_csv(headed) == read_series_csv(two_cols)
-    base = ["forecast", "--checkpoint", runs / "fc", "--steps", "2", "--json"]
+    base = ["forecast", "--run", runs / "fc", "--horizon", "2", "--json"]
     a = json.loads(succeeds(capsys, [*base, "--input", bare]).out)
     b = json.loads(succeeds(capsys, [*base, "--input", headed]).out)
     assert a["history"] == b["history"] == 6 and a["forecast"] == b["forecast"]
@@ -490,7 +490,7 @@ def stdin_of(monkeypatch, data: bytes):
 def test_stdin_is_read_like_a_file(runs, tmp_path, monkeypatch, capsys, command, run):
     bad = tmp_path / "latin1.txt"
     bad.write_bytes(LATIN1)
-    base = [command, "--checkpoint", runs / run]
+    base = [command, "--run", runs / run]
     fails(capsys, [*base, "--input", bad], f"{bad}:2", "not valid UTF-8")
     stdin_of(monkeypatch, LATIN1)
     fails(capsys, base, "<stdin>:2", "not valid UTF-8")
@@ -528,7 +528,7 @@ def test_classify_skips_blank_lines_with_a_warning(runs, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("a great film\n\n   \nan awful film\n")
     with pytest.warns(UserWarning, match=r"skipped 2 blank line\(s\) of .*in.txt \(lines 2, 3\)"):
-        out = succeeds(capsys, ["classify", "--checkpoint", runs / "cls", "--input", src]).out
+        out = succeeds(capsys, ["classify", "--run", runs / "cls", "--input", src]).out
     rows = [line.split("\t") for line in out.splitlines()]
     assert [r[2] for r in rows] == ["a great film", "an awful film"]
     cls = load(runs / "cls")
@@ -538,7 +538,7 @@ def test_classify_skips_blank_lines_with_a_warning(runs, tmp_path, capsys):
     labels.write_text("pos\nneg\nneg\nneg\n")
     fails(
         capsys,
-        ["evaluate", "--checkpoint", runs / "cls", "--src", src, "--labels", labels],
+        ["evaluate", "--run", runs / "cls", "--src", src, "--labels", labels],
         "blank",
     )
 
@@ -548,7 +548,7 @@ def test_classify_warns_when_it_cuts_a_long_line(runs, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text(f"{long}\na great film\n")
     with pytest.warns(UserWarning, match="truncated 1 of 2 input sentences to data.max_len=8"):
-        succeeds(capsys, ["classify", "--checkpoint", runs / "cls", "--input", src])
+        succeeds(capsys, ["classify", "--run", runs / "cls", "--input", src])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # short lines: no warning
         load(runs / "cls").classify(["a great film"])
@@ -611,7 +611,7 @@ def test_a_compute_type_the_cpu_cannot_run_is_refused(runs, tmp_path, capsys, mo
     shutil.copytree(runs / "tf", run)
     src = tmp_path / "in.txt"
     src.write_text("May 9, 1998\n")
-    base = ["translate", "--checkpoint", run, "--input", src, "--engine", "ctranslate2"]
+    base = ["translate", "--run", run, "--input", src, "--engine", "ctranslate2"]
     for kind in ("bfloat16", "int16"):
         fails(capsys, [*base, "--quantize", kind], f"--quantize {kind}", "supports: float32, int8")
         with pytest.raises(SeqlabError, match="supports"):
@@ -626,9 +626,9 @@ def test_best_without_best_json_is_an_error_not_latest(runs, tmp_path, capsys):
     shutil.copytree(runs / "mt", run)
     src = tmp_path / "in.txt"
     src.write_text("May 9, 1998\n")
-    expected = succeeds(capsys, ["translate", "--checkpoint", run, "--input", src]).out
+    expected = succeeds(capsys, ["translate", "--run", run, "--input", src]).out
     (run / "checkpoints" / "best.json").unlink()
-    base = ["translate", "--checkpoint", run, "--input", src]
+    base = ["translate", "--run", run, "--input", src]
     fails(capsys, base, run / "checkpoints" / "best.json", "--which latest")
     with pytest.raises(SeqlabError, match="best.json is missing"):
         load(run)
@@ -672,15 +672,14 @@ def gz_dataset(monkeypatch, tmp_path):
         (hashlib.sha256(content).hexdigest(),),
         archive_member="b.txt",
     )
-    monkeypatch.setitem(
-        registry.DATASETS, "fake", registry.Dataset("fake", "fake", "none", "none", (entry, plain))
-    )
+    fake = catalog.DatasetSpec("fake", "fake", print, files=(entry, plain), licence="none")
     monkeypatch.setenv("SEQLAB_DATA_DIR", str(tmp_path / "mirror"))
     monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("SEQLAB_OFFLINE", "1")
     folder = tmp_path / "mirror" / "fake"
     folder.mkdir(parents=True)
-    return content, folder
+    with catalog.registered(fake):
+        yield content, folder
 
 
 def test_a_sidecar_never_vouches_for_a_tampered_file(gz_dataset, capsys):
@@ -711,14 +710,12 @@ def test_dollar_signs_are_drawn_as_text(runs, tmp_path, capsys, monkeypatch):
     src = tmp_path / "in.txt"
     src.write_text("$\\frac{$\n$x_{2}$ May 9, 1998\n")
     out = tmp_path / "att"
-    argv = ["translate", "--checkpoint", runs / "mt", "--input", src, "--attention-png", out]
+    argv = ["translate", "--run", runs / "mt", "--input", src, "--attention-png", out]
     succeeds(capsys, argv)
     assert sorted(p.name for p in out.glob("*.png")) == ["attention-0001.png", "attention-0002.png"]
     maps = tmp_path / "maps"
     src.write_text("$x_{2}$ great $\\frac{$ film\n")
-    succeeds(
-        capsys, ["classify", "--checkpoint", runs / "cls", "--input", src, "--attention-png", maps]
-    )
+    succeeds(capsys, ["classify", "--run", runs / "cls", "--input", src, "--attention-png", maps])
     assert [p.name for p in maps.glob("*.png")] == ["attention-0001-layer0.png"]
 
 
@@ -733,10 +730,8 @@ def test_bench_heads_must_divide_the_width(capsys):
 def test_evaluate_on_empty_files_and_score_of_nothing(runs, tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    fails(
-        capsys, ["evaluate", "--checkpoint", runs / "mt", "--src", empty, "--ref", empty], "empty"
-    )
-    argv = ["evaluate", "--checkpoint", runs / "cls", "--src", empty, "--labels", empty]
+    fails(capsys, ["evaluate", "--run", runs / "mt", "--src", empty, "--ref", empty], "empty")
+    argv = ["evaluate", "--run", runs / "cls", "--src", empty, "--labels", empty]
     fails(capsys, argv, "empty")
     with pytest.raises(SeqlabError, match="nothing to score"):
         load(runs / "mt").score([], [])
@@ -746,7 +741,7 @@ def test_evaluate_on_empty_files_and_score_of_nothing(runs, tmp_path, capsys):
 
 
 def test_evaluate_horizon_is_bounded_by_the_split(runs, capsys):
-    base = ["evaluate", "--checkpoint", runs / "fc", "--json"]
+    base = ["evaluate", "--run", runs / "fc", "--json"]
     fails(capsys, [*base, "--horizon", "100000"], "--horizon", "from 1 to 40", "40 target steps")
     result = json.loads(succeeds(capsys, [*base, "--horizon", "40"]).out)
     assert result["horizons"][-1] == 40

@@ -66,17 +66,19 @@ def test_every_declared_option_reaches_the_method_of_its_command(kind):
 
 
 def test_one_flag_means_one_thing_across_the_kinds_that_declare_it():
+    """Read alike and kept in one place (``args.png``); each task's method may name the keyword
+    its own way (``evaluate --png``: a forecaster's ``plot=``, a classifier's ``confusion_png=``)."""
     seen: dict[tuple[str, str], Option] = {}
     for kind in predictors():
         for option in kind.options:
             for command in option.commands:
                 first = seen.setdefault((command, option.flag), option)
-                assert (first.type, first.role, first.choices, first.default, first.dest) == (
+                assert (first.type, first.role, first.choices, first.default, first.attr) == (
                     option.type,
                     option.role,
                     option.choices,
                     option.default,
-                    option.dest,
+                    option.attr,
                 ), (command, option.flag)
     assert {o.flag for o in COMMON} == {"--split", "--json"}
 
@@ -113,39 +115,39 @@ def test_an_option_the_runs_task_does_not_declare_is_refused_by_one_rule(
     capsys.readouterr()  # what training them printed
     fails(
         capsys,
-        ["evaluate", "--checkpoint", cls, "--beam", "3"],
+        ["evaluate", "--run", cls, "--beam", "3"],
         f"--beam applies to translation runs; {cls} holds a text classification model "
         "(model.arch=transformer_classifier): a text classifier is scored on --split, or on "
         "--src FILE with --labels FILE",
     )
     fails(
         capsys,
-        ["evaluate", "--checkpoint", fc, "--src", f, "--ref", f],
+        ["evaluate", "--run", fc, "--src", f, "--ref", f],
         "--src applies to translation and text classification runs, --ref to translation runs",
         "holds a forecasting model",
         "a forecaster is scored on a --split",
     )
     fails(
         capsys,
-        ["evaluate", "--checkpoint", mt, "--src", f, "--labels", f],
+        ["evaluate", "--run", mt, "--src", f, "--labels", f],
         "--labels applies to text classification runs; ",
         "holds a translation model",
     )
-    fails(capsys, ["evaluate", "--checkpoint", lm, "--horizon", "2"], "--horizon applies to fore")
+    fails(capsys, ["evaluate", "--run", lm, "--horizon", "2"], "--horizon applies to fore")
     fails(
         capsys,
-        ["classify", "--checkpoint", cls, "x.png"],
+        ["classify", "--run", cls, "x.png"],
         "files (arguments) applies to image classification runs",
         "give sentences with --input FILE or on stdin",
     )
     fails(
         capsys,
-        ["generate", "--checkpoint", mt],
+        ["generate", "--run", mt],
         "`seqlab generate` needs a language modeling run",
         "use `seqlab translate` or `seqlab evaluate`",
     )
     # the same option given its default is no option given
-    assert main(["evaluate", "--checkpoint", str(lm), "--engine", "pytorch", "--json"]) == 0
+    assert main(["evaluate", "--run", str(lm), "--engine", "pytorch", "--json"]) == 0
     assert "perplexity" in json.loads(capsys.readouterr().out)
 
 
@@ -156,12 +158,12 @@ def test_an_image_run_refuses_the_text_options(tiny_runs, tmp_path, capsys):
     capsys.readouterr()
     fails(
         capsys,
-        ["evaluate", "--checkpoint", vit, "--src", f, "--labels", f],
+        ["evaluate", "--run", vit, "--src", f, "--labels", f],
         "--src applies to translation and text classification runs, --labels to text "
         "classification runs",
         "holds an image classification model (model.arch=vit)",
     )
-    fails(capsys, ["classify", "--checkpoint", vit], "give image files to classify")
+    fails(capsys, ["classify", "--run", vit], "give image files to classify")
 
 
 # ------------------------------------------------------------- load → call → print
@@ -171,9 +173,9 @@ def test_evaluate_prints_the_report_the_python_api_returns(tiny_runs, name, caps
     report = load(run).evaluate()
     capsys.readouterr()
     assert isinstance(report, Report) and report.checkpoint is not None
-    assert main(["evaluate", "--checkpoint", str(run), "--json"]) == 0
+    assert main(["evaluate", "--run", str(run), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == report.to_json()
-    assert main(["evaluate", "--checkpoint", str(run)]) == 0
+    assert main(["evaluate", "--run", str(run)]) == 0
     assert capsys.readouterr().out == report.format() + "\n"
     # the older name of evaluate on a split reads as the dictionary it used to return
     split = report.source["split"]
@@ -214,17 +216,17 @@ def test_a_new_kind_of_run_gets_the_command_line_from_its_declarations(
     capsys.readouterr()
     fails(
         capsys,
-        ["evaluate", "--checkpoint", mt, "--toy-level", "2"],
+        ["evaluate", "--run", mt, "--toy-level", "2"],
         f"--toy-level applies to toy runs; {mt} holds a translation model",
     )
     monkeypatch.setattr("seqlab.load", lambda *args: toy)
-    assert main(["evaluate", "--checkpoint", "anywhere", "--toy-level", "3", "--json"]) == 0
+    assert main(["evaluate", "--run", "anywhere", "--toy-level", "3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "checkpoint": "toy.pt",
         "split": "val",
         "level": 3,
     }
-    fails(capsys, ["evaluate", "--checkpoint", "anywhere", "--beam", "2"], "--beam applies to tra")
+    fails(capsys, ["evaluate", "--run", "anywhere", "--beam", "2"], "--beam applies to tra")
 
 
 def test_predict_is_what_the_commands_print(tiny_runs, tmp_path, capsys):
@@ -235,7 +237,7 @@ def test_predict_is_what_the_commands_print(tiny_runs, tmp_path, capsys):
     out = mt.predict(["may 9 1998", "1.3.1969"], beam=2, nbest=2)
     assert (
         main(
-            ["translate", "--checkpoint", str(tiny_runs["mt"]), "--input", str(src)]
+            ["translate", "--run", str(tiny_runs["mt"]), "--input", str(src)]
             + ["--beam", "2", "--nbest", "2"]
         )
         == 0

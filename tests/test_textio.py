@@ -11,7 +11,7 @@ from seqlab import load
 from seqlab.cli import main
 from seqlab.data.vocab import UnknownTokenWarning
 from seqlab.errors import SeqlabError
-from seqlab.textio import ODD_LINE_BREAKS, decode_lines, own_data
+from seqlab.storage.text import ODD_LINE_BREAKS, decode_lines, own_data
 
 #: every line break of str.splitlines besides \n and \r\n (the lone \r: old Mac files)
 ODD = ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
@@ -46,7 +46,7 @@ def test_the_command_line_refuses_them_in_files_and_standard_input(
     mac = tmp_path / "mac.txt"
     mac.write_bytes(b"May 9, 1998\r9 May 1998\r")  # an old Mac file: one line to other readers
     out = tmp_path / "out.txt"
-    assert main(["translate", "--checkpoint", run, "--input", str(mac)]) == 2
+    assert main(["translate", "--run", run, "--input", str(mac)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"seqlab: error: {mac}:1: U+000D (CARRIAGE RETURN) at column 12")
     assert "tr '\\r' '\\n'" in err and len(err.splitlines()) == 1
@@ -54,14 +54,14 @@ def test_the_command_line_refuses_them_in_files_and_standard_input(
     ref.write_text("1998-05-09\n")
     src = tmp_path / "src.txt"
     src.write_text("May 9,\u20281998\n")
-    args = ["evaluate", "--checkpoint", run, "--src", str(src), "--ref", str(ref)]
+    args = ["evaluate", "--run", run, "--src", str(src), "--ref", str(ref)]
     assert main([*args, "--output", str(out)]) == 2
     assert f"{src}:1: U+2028 (LINE SEPARATOR) at column 7" in capsys.readouterr().err
     assert not out.exists()  # nothing was written
     monkeypatch.setattr(
         "sys.stdin", io.TextIOWrapper(io.BytesIO("great fun\x85 loved it\n".encode()))
     )
-    assert main(["classify", "--checkpoint", str(tiny_runs["cls"])]) == 2
+    assert main(["classify", "--run", str(tiny_runs["cls"])]) == 2
     captured = capsys.readouterr()
     assert "<stdin>:1: U+0085 (NEXT LINE) at column 10" in captured.err and captured.out == ""
 

@@ -17,11 +17,11 @@ import yaml
 from conftest import tiny_dates_transformer
 from precision_helpers import PRECISIONS, assert_close_in
 from seqlab import load
-from seqlab.checkpoints import load_safetensors, read_meta
 from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.experiment import train
-from seqlab.rundir import RunDir
+from seqlab.storage.checkpoints import load_safetensors, read_meta
+from seqlab.storage.rundir import RunDir
 from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
 from seqlab.training.trainer import Callback, LossOutput, Trainer, TrainingDiverged
 

@@ -90,7 +90,7 @@ def test_translate_cli_handles_long_input_and_writes_attention(
             main(
                 [
                     "translate",
-                    "--checkpoint",
+                    "--run",
                     str(run),
                     "--input",
                     str(inputs),
@@ -117,7 +117,7 @@ def test_translate_nbest_and_evaluate_json(dates_run, tmp_path, capsys):
         main(
             [
                 "translate",
-                "--checkpoint",
+                "--run",
                 str(run),
                 "--input",
                 str(inputs),
@@ -133,12 +133,12 @@ def test_translate_nbest_and_evaluate_json(dates_run, tmp_path, capsys):
     assert [r[1] for r in rows] == ["0", "1", "2"]
     scores = [float(r[2]) for r in rows]
     assert scores == sorted(scores, reverse=True)
-    assert main(["evaluate", "--checkpoint", str(run), "--split", "test", "--json"]) == 0
+    assert main(["evaluate", "--run", str(run), "--split", "test", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["sentences"] == 20 and "tok:13a" in result["bleu_signature"]
     # an ISO date is one Moses token: the paper-style BLEU (4-grams) does not apply to dates
     assert "bleu_paper" not in result
-    assert main(["evaluate", "--checkpoint", str(run), "--split", "test"]) == 0
+    assert main(["evaluate", "--run", str(run), "--split", "test"]) == 0
     text = capsys.readouterr().out
     assert f"BLEU {result['bleu']:.2f}" in text
     assert "paper-style" not in text and "lowercased BLEU" not in text
@@ -265,8 +265,8 @@ def test_unknown_source_tokens_are_named_on_the_api_the_command_line_and_in_eval
     ref.write_text("1998-05-09\n1998-05-09\n")
     with warnings.catch_warnings(record=True) as caught:  # the CLI prints each as one line
         warnings.simplefilter("always")
-        assert main(["translate", "--checkpoint", str(run), "--input", str(src)]) == 0
+        assert main(["translate", "--run", str(run), "--input", str(src)]) == 0
         assert len(capsys.readouterr().out.splitlines()) == 2
-        evaluate = ["evaluate", "--checkpoint", str(run), "--src", str(src), "--ref", str(ref)]
+        evaluate = ["evaluate", "--run", str(run), "--src", str(src), "--ref", str(ref)]
         assert main(evaluate) == 0
     assert [str(w.message) for w in caught] == [f"input line 2: {told}", f"{src}:2: {told}"]

@@ -22,10 +22,10 @@ from seqlab.cli import main
 from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.experiment import train
-from seqlab.io import atomic_write_text
-from seqlab.outputs import MANIFEST
-from seqlab.rundir import LOCK_NAME, RunDir, RunLock
-from seqlab.training import checkpoint as ckpt
+from seqlab.storage import checkpoints as ckpt
+from seqlab.storage.atomic import atomic_write_text
+from seqlab.storage.outputs import MANIFEST
+from seqlab.storage.rundir import LOCK_NAME, RunDir, RunLock
 
 TEXT = "the time traveller for so it will be convenient to speak of him was expounding. " * 30
 
@@ -88,7 +88,7 @@ def subprocess_env():
 
 
 # ------------------------------------------------------------------------------- export
-EXPORT = ["export", "--format", "ctranslate2", "--checkpoint"]
+EXPORT = ["export", "--format", "ctranslate2", "--run"]
 needs_ct2 = pytest.mark.skipif(
     importlib.util.find_spec("ctranslate2") is None, reason="ctranslate2 is not installed"
 )
@@ -128,7 +128,7 @@ def test_export_refuses_the_run_being_exported_and_other_runs(runs, tmp_path, ca
     other_before = snapshot(other)
     fails(capsys, [*EXPORT, run, "--out", other], other, "training run")
     assert snapshot(run) == before and snapshot(other) == other_before
-    assert main(["translate", "--checkpoint", str(run), "--input", os.devnull]) == 0
+    assert main(["translate", "--run", str(run), "--input", os.devnull]) == 0
 
 
 @needs_ct2
@@ -171,7 +171,7 @@ def test_attention_png_never_overwrites_the_users_files(runs, tmp_path, capsys):
     src.write_text("may 9 1998\n1.3.1969\n")
     out = tmp_path / "maps"
     before = users_folder(out, **{"attention-0001.png": "my figure"})
-    argv = ["translate", "--checkpoint", runs / "mt", "--input", src, "--attention-png", out]
+    argv = ["translate", "--run", runs / "mt", "--input", src, "--attention-png", out]
     fails(capsys, argv, out / "attention-0001.png", "did not write", "nothing was written")
     assert snapshot(out) == before
     fresh = tmp_path / "fresh"
@@ -199,7 +199,7 @@ def test_classify_attention_png_follows_the_same_rule(tmp_path, capsys):
     src.write_text("a good film\n")
     out = tmp_path / "maps"
     before = users_folder(out, **{"attention-0001-layer0.png": "mine"})
-    argv = ["classify", "--checkpoint", tmp_path / "cls", "--input", src, "--attention-png", out]
+    argv = ["classify", "--run", tmp_path / "cls", "--input", src, "--attention-png", out]
     fails(capsys, argv, "attention-0001-layer0.png", "did not write")
     assert snapshot(out) == before
 
@@ -259,7 +259,7 @@ def test_evaluate_output_refuses_a_symlink_and_special_files(runs, tmp_path, cap
     target.write_text("my file")
     link = tmp_path / "link.txt"
     link.symlink_to(target)
-    argv = ["evaluate", "--checkpoint", runs / "mt", "--src", src, "--ref", ref, "--output"]
+    argv = ["evaluate", "--run", runs / "mt", "--src", src, "--ref", ref, "--output"]
     fails(capsys, [*argv, link], link, "symbolic link", "nothing was written")
     assert link.is_symlink() and target.read_text() == "my file"
     fifo = tmp_path / "fifo"
@@ -287,7 +287,7 @@ def test_atomic_writes_never_replace_a_symlink(tmp_path):
 # -------------------------------------------------------------------- one writer per run
 HOLD = """
 import sys, time
-from seqlab.rundir import RunLock
+from seqlab.storage.rundir import RunLock
 lock = RunLock(sys.argv[1])
 lock.acquire()
 print("locked", flush=True)
@@ -352,7 +352,7 @@ def test_weights_damaged_in_place_are_refused(runs, tmp_path, capsys):
     assert weights.stat().st_size == size
     with pytest.raises(CheckpointError, match="model.safetensors is damaged"):
         load(run)
-    fails(capsys, ["translate", "--checkpoint", run, "--input", os.devnull], weights, "SHA-256")
+    fails(capsys, ["translate", "--run", run, "--input", os.devnull], weights, "SHA-256")
     fails(capsys, ["train", "--resume", run, "train.max_steps=4"], weights, "damaged")
 
 
@@ -423,7 +423,7 @@ def test_a_relative_data_path_is_stored_absolute(runs, tmp_path, monkeypatch, ca
     saved = yaml.safe_load((work / "run" / "config.yaml").read_text())["data"]["path"]
     assert saved == str(work / "corpus.txt")
     monkeypatch.chdir(tmp_path)  # elsewhere: evaluate and resume still find the data
-    assert main(["evaluate", "--checkpoint", "work/run", "--split", "val", "--json"]) == 0
+    assert main(["evaluate", "--run", "work/run", "--split", "val", "--json"]) == 0
     assert main(["train", "--resume", "work/run", "train.max_steps=6"]) == 0
 
 
@@ -461,7 +461,7 @@ def test_a_broken_pipe_ends_quietly(runs):
     listing = closed_pipe_run(["data", "list"])
     assert listing.returncode == 141 and listing.stderr == "", listing.stderr
     lines = "may 9 1998\n" * 50
-    translated = closed_pipe_run(["translate", "--checkpoint", runs / "mt"], stdin=lines)
+    translated = closed_pipe_run(["translate", "--run", runs / "mt"], stdin=lines)
     assert translated.returncode == 141 and "Traceback" not in translated.stderr
     assert "Error" not in translated.stderr, translated.stderr
 
@@ -489,7 +489,7 @@ def test_stdout_on_a_full_device_is_one_line():
 
 
 def test_closed_stdin_is_a_clear_error(runs):
-    cmd = [sys.executable, "-m", "seqlab", "translate", "--checkpoint", str(runs / "mt")]
+    cmd = [sys.executable, "-m", "seqlab", "translate", "--run", str(runs / "mt")]
     result = subprocess.run(
         ["bash", "-c", 'exec "$@" <&-', "bash", *cmd],
         capture_output=True,

@@ -79,7 +79,7 @@ def curves() -> None:
             print(f"docs/{figure}: left as it is; runs missing: {', '.join(missing)}")
             continue
         run(BIN / "seqlab", "curves", *runs, "--metric", "val_bleu_paper", "--force",
-            "--out", f"docs/{figure}")  # fmt: skip
+            "--png", f"docs/{figure}")  # fmt: skip
 
 
 def site() -> None:

@@ -1,6 +1,6 @@
 """A Griffe extension for the docs site (``extensions:`` of mkdocstrings in ``mkdocs.yml``).
 
-seqlab's docstrings cross-reference with Sphinx roles (``:class:`~seqlab.rundir.RunDir```) and
+seqlab's docstrings cross-reference with Sphinx roles (``:class:`~seqlab.storage.rundir.RunDir```) and
 write code as reST literals (````x````), which mkdocstrings would show as they are. This
 extension rewrites them, as each object is loaded, into Markdown code spans: a role's target as
 Sphinx shows it (``~`` keeps the last name only). Links are not made: a target the site does not

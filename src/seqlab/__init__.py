@@ -15,17 +15,10 @@ of its task come on top (``translate``, ``classify``, ``generate``, ``forecast``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
-
-# A step's largest tensors (the (N, V) logits and their gradient) are fresh allocations; on 4 KiB
-# pages the kernel zero-fills them page by page at first touch, which costs more than the
-# arithmetic on them. PyTorch's CPU allocator asks for transparent huge pages when this is set
-# before it starts (before ``import torch``).
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 if TYPE_CHECKING:
     from seqlab.tasks.base import Predictor
@@ -35,7 +28,7 @@ def load(run_dir: str | Path, which: str = "best", precision: str | None = None)
     """Load a trained model from its run directory (``best``, ``latest`` or a step number).
 
     Inference runs in fp32 unless ``precision="bf16"`` (faster where the CPU has native bf16;
-    outputs agree with fp32 up to near-tied tokens): see :mod:`seqlab.precision`.
+    outputs agree with fp32 up to near-tied tokens): see :mod:`seqlab.runtime.precision`.
     """
     from seqlab.tasks import load as load_run
 

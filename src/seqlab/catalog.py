@@ -12,8 +12,9 @@ call there::
 
 What derives from them: ``model.arch``, the class that validates the ``model`` section and
 :func:`seqlab.models.build_model` (:class:`ModelSpec`); ``data.dataset``, its task, whether it
-reads ``data.path``, the reader each task calls and ``seqlab data list`` (:class:`DatasetSpec`;
-the files a dataset downloads, with their checksums, are listed in :mod:`seqlab.data.registry`);
+reads ``data.path``, the reader each task calls, the files it downloads with their checksums and
+licence (:class:`DataFile`; :mod:`seqlab.data.registry` finds, verifies, downloads and caches
+them) and ``seqlab data list``/``fetch`` (:class:`DatasetSpec`);
 ``model.cell``, which cells have a fused PyTorch layer, and the cells of
 :class:`seqlab.nn.rnn.RNN` (:class:`CellSpec`); the checks across sections of
 :class:`seqlab.config.ExperimentConfig` (task rules).
@@ -92,6 +93,33 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class DataFile:
+    """One downloadable file of a dataset (:attr:`DatasetSpec.files`).
+
+    Args:
+        name: path inside the dataset's folder, e.g. ``train.en.gz``.
+        url: canonical download address.
+        sha256: digests accepted for the local file. The first is the canonical file's; further
+            ones are known variants (for fra–eng, the 18,066-line slice kept in ``shared/data``).
+        archive_member: when ``url`` is a zip, the member to extract into ``name``.
+        archive_sha1: digest of the zip itself, as published by d2l.ai (``None`` if unknown).
+        source_sha256: digest of the downloaded file (or archive member) itself, when the local
+            copy is a transformation of it (``gzip``).
+        gzip: the local file is the download gzip-compressed (mirrors keep ``.gz`` copies; a
+            compressor may produce other bytes, so a local copy whose own digest is not in
+            ``sha256`` is accepted when its decompressed content has ``source_sha256``).
+    """
+
+    name: str
+    url: str
+    sha256: tuple[str, ...]
+    archive_member: str | None = None
+    archive_sha1: str | None = None
+    source_sha256: str | None = None
+    gzip: bool = False
+
+
+@dataclass(frozen=True)
 class DatasetSpec:
     """A dataset, as ``data.dataset`` names it.
 
@@ -116,6 +144,11 @@ class DatasetSpec:
         natural_language: translation: both sides are natural-language sentences in
             ``data.src_lang`` / ``data.tgt_lang``, so the paper-style (Moses-tokenised) BLEU
             applies; False for generated symbol strings (dates), where it does not.
+        files: the files ``seqlab data fetch`` downloads and the reader finds through
+            :func:`seqlab.data.registry.resolve`, with their checksums (none for a generated
+            dataset or the user's file).
+        licence: the terms of the files (shown by ``seqlab data list``).
+        citation: the work to cite for them.
     """
 
     name: str
@@ -127,6 +160,9 @@ class DatasetSpec:
     eval_split: str | None = None
     summary: str = ""
     natural_language: bool = True
+    files: tuple[DataFile, ...] = ()
+    licence: str = ""
+    citation: str = ""
 
 
 @dataclass(frozen=True)
@@ -205,6 +241,12 @@ def register_dataset(spec: DatasetSpec) -> DatasetSpec:
     if spec.inputs not in INPUTS:
         raise ValueError(
             f"dataset {spec.name!r}: inputs must be one of {', '.join(INPUTS)}, got {spec.inputs!r}"
+        )
+    names = [f.name for f in spec.files]
+    if spec.files and (not spec.licence or len(set(names)) != len(names)):
+        raise ValueError(
+            f"dataset {spec.name!r}: downloadable files need a licence and distinct names, "
+            f"got licence={spec.licence!r}, files {names}"
         )
     return _add(_DATASETS, "dataset", spec.name, spec)
 

@@ -615,7 +615,7 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
 
 def save_config(cfg: ExperimentConfig, path: str | Path) -> None:
     """Write the resolved config as YAML, atomically."""
-    from seqlab.io import atomic_write_text
+    from seqlab.storage.atomic import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 

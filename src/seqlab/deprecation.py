@@ -6,6 +6,12 @@ replaced by the new one with one warning per process,
 ``model.cell=<old> is deprecated; use model.cell=<new>``, which the command line prints as
 ``seqlab: warning: …``. :data:`RENAMED_VALUES` is the only place the old values are written.
 
+Command-line flags renamed to one name per concept (a run directory is ``--run``, a figure file
+``--png``, values ahead ``--horizon``) still parse, hidden from ``--help``, as the new flag, with one
+warning per process, ``seqlab forecast --steps is deprecated; use --horizon``:
+:data:`RENAMED_FLAGS` is the only place the old flags are written (the parsers take them from it:
+:func:`seqlab.cli.common.add_renamed_flags`).
+
 Keyword arguments renamed to the package's one name per concept (PyTorch's where it has one:
 ``need_weights``, ``lengths``) keep their old spelling through :func:`renamed_kwargs`, with a
 :class:`DeprecationWarning`.
@@ -30,7 +36,33 @@ RENAMED_VALUES: dict[str, dict[str, str]] = {
     "model.decoder": {"paper": "maxout", "d2l": "linear"},
 }
 
+#: ``seqlab`` command (``data stats``) -> {old flag: new flag}; the old flag parses as the new one
+RENAMED_FLAGS: dict[str, dict[str, str]] = {
+    "evaluate": {"--checkpoint": "--run", "--plot": "--png", "--confusion-png": "--png"},
+    "translate": {"--checkpoint": "--run"},
+    "classify": {"--checkpoint": "--run"},
+    "forecast": {"--checkpoint": "--run", "--steps": "--horizon"},
+    "generate": {"--checkpoint": "--run"},
+    "export": {"--checkpoint": "--run"},
+    "data stats": {"--plot": "--png"},
+    "curves": {"--out": "--png"},
+}
+
 _warned: set[tuple[str, str]] = set()
+
+
+def renamed_flag(command: str, old: str) -> str:
+    """The current flag for ``old`` of ``seqlab <command>`` (:data:`RENAMED_FLAGS`), with one
+    warning per (command, flag) and process."""
+    new = RENAMED_FLAGS[command][old]
+    if (command, old) not in _warned:
+        _warned.add((command, old))
+        warnings.warn(
+            f"seqlab {command} {old} is deprecated; use {new}",
+            SeqlabDeprecationWarning,
+            stacklevel=2,
+        )
+    return new
 
 
 def renamed_value(key: str, value: Any) -> Any:

@@ -5,8 +5,8 @@ first (the config, the run directory, the data, the checkpoint to resume), and f
 last. A new run goes only into a new or empty directory, or one that holds a seqlab run (marked by
 ``run.json``) that never saved a checkpoint; a resumed run accepts only the overrides it can
 honour (:data:`RESUMABLE`). A run directory has one writer at a time
-(:class:`~seqlab.rundir.RunLock`, held from the first write to the end). What a run directory
-holds, and which directories a new run may take, is :class:`~seqlab.rundir.RunDir`. A relative
+(:class:`~seqlab.storage.rundir.RunLock`, held from the first write to the end). What a run directory
+holds, and which directories a new run may take, is :class:`~seqlab.storage.rundir.RunDir`. A relative
 ``data.path`` is stored as an absolute path, so the run can be evaluated and resumed from any
 directory. A full disk or a read-only run directory stops training with one line saying which
 checkpoint is intact and how to continue; no unfinished checkpoint folder is left behind.
@@ -22,12 +22,12 @@ from typing import Any
 
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError, SeqlabError
-from seqlab.io import WRITE_ERRNOS
-from seqlab.machine import machine, set_threads
-from seqlab.precision import resume_precision
-from seqlab.rundir import RunDir, RunLock
+from seqlab.runtime.machine import machine, set_threads
+from seqlab.runtime.precision import resume_precision
+from seqlab.storage import checkpoints as ckpt
+from seqlab.storage.atomic import WRITE_ERRNOS
+from seqlab.storage.rundir import RunDir, RunLock
 from seqlab.tasks import artefacts, build_experiment
-from seqlab.training import checkpoint as ckpt
 from seqlab.training import distributed as dist
 from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar, append_record
 from seqlab.training.trainer import Callback, Trainer, resolve_device
@@ -69,7 +69,7 @@ def resume_config(run_dir: Path, overrides: list[str]) -> ExperimentConfig:
 
 
 def run_json(trainer: Trainer) -> dict[str, Any]:
-    """What ``run.json`` records besides the marker (:meth:`~seqlab.rundir.RunDir.write_marker`):
+    """What ``run.json`` records besides the marker (:meth:`~seqlab.storage.rundir.RunDir.write_marker`):
     the training precision (and why) and the machine it ran on."""
     return {
         "precision": {

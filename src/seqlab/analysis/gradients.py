@@ -26,9 +26,9 @@ from typing import Any
 import torch
 
 from seqlab.errors import SeqlabError
-from seqlab.io import atomic_open, atomic_write_json
-from seqlab.machine import machine
 from seqlab.nn.rnn import GRUCell, LSTMCell, PeepholeLSTMCell, make_cell
+from seqlab.runtime.machine import machine
+from seqlab.storage.atomic import atomic_open, atomic_write_json
 
 
 def measure_gradient_norms(

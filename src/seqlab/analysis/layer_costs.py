@@ -533,10 +533,10 @@ def save_layer_costs(
 ) -> tuple[Path, Path]:
     """Write ``layer_costs.json`` (results, plus the attention memory report if given) and
     ``layer_costs.png`` into ``out_dir``; return both paths."""
-    from seqlab.io import atomic_write_json
+    from seqlab.storage.atomic import atomic_write_json
 
     out_dir = Path(out_dir)
-    from seqlab.machine import machine
+    from seqlab.runtime.machine import machine
 
     payload = {**results, "machine": machine("fp32")}
     if report is not None:

@@ -22,12 +22,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from seqlab.cli import data, export, infer, serve, tools, train
+from seqlab.cli.common import Parser
 from seqlab.errors import SeqlabError, TrainingInterrupted
-from seqlab.io import WRITE_ERRNOS
+from seqlab.runtime.allocator import use_huge_pages
+from seqlab.storage.atomic import WRITE_ERRNOS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(  # its class is every subcommand's (old flags read as new ones)
         prog="seqlab", description="Sequence models from RNNs to the Transformer."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -143,6 +145,7 @@ def _not_override(arg: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    use_huge_pages()  # before any command allocates a tensor (seqlab.runtime.allocator)
     for stream in (sys.stdout, sys.stderr):  # lines reach a file or pipe as they are written
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.errors import SeqlabError
-from seqlab.textio import decode_lines
-from seqlab.textio import read_lines as read_lines  # the commands read files by one rule
+from seqlab.storage.text import decode_lines
+from seqlab.storage.text import read_lines as read_lines  # the commands read files by one rule
 
 
 def positive_int(text: str) -> int:
@@ -32,6 +32,72 @@ def _int_at_least(text: str, low: int) -> int:
     if value < low:
         raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
     return value
+
+
+class Parser(argparse.ArgumentParser):
+    """seqlab's parsers (every subcommand's: argparse gives subparsers their parent's class): an
+    old flag of the command (:data:`seqlab.deprecation.RENAMED_FLAGS`, added by
+    :func:`add_renamed_flags`) is read as the new one before parsing, so that a required new flag
+    (``--run``) is satisfied by its old name too."""
+
+    renamed: dict[str, str]
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        renamed = getattr(self, "renamed", None)
+        if renamed:
+            args = _rename_flags(list(sys.argv[1:] if args is None else args), renamed, self)
+        return super().parse_known_args(args, namespace)
+
+
+def _rename_flags(args: list[str], renamed: dict[str, str], parser: Parser) -> list[str]:
+    from seqlab.deprecation import renamed_flag
+
+    command = getattr(parser, "renamed_command", "")
+    out = []
+    for i, token in enumerate(args):
+        if token == "--":  # what follows is arguments, never flags
+            return out + args[i:]
+        name, eq, value = token.partition("=")
+        if name in renamed:
+            token = renamed_flag(command, name) + eq + value
+        out.append(token)
+    return out
+
+
+class _RenamedFlag(argparse.Action):
+    """An old flag, hidden from ``--help``: given as it is spelled, :class:`Parser` has already
+    read it as the new one; this action takes the rest (an abbreviation of it)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        self.command, self.new_dest = kwargs.pop("command"), kwargs.pop("new_dest")
+        super().__init__(option_strings, argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
+        from seqlab.deprecation import renamed_flag
+
+        renamed_flag(self.command, self.option_strings[0])
+        setattr(namespace, self.new_dest, values)
+
+
+def add_renamed_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """The old flags of ``seqlab <command>`` (:data:`seqlab.deprecation.RENAMED_FLAGS`), once its
+    new flags are added: each parses as its new flag, with one warning per process, and is hidden
+    from ``--help`` (the docs may name it in the changelog only)."""
+    from seqlab.deprecation import RENAMED_FLAGS
+
+    renamed = RENAMED_FLAGS.get(command, {})
+    for old, new in renamed.items():
+        action = p._option_string_actions[new]
+        p.add_argument(
+            old,
+            action=_RenamedFlag,
+            command=command,
+            new_dest=action.dest,
+            type=action.type,
+            metavar=action.metavar,
+            help=argparse.SUPPRESS,
+        )
+    p.renamed, p.renamed_command = dict(renamed), command  # type: ignore[attr-defined]
 
 
 #: the largest seed: a 32-bit one (PyTorch's generators take 64 bits, but a seed is also mixed
@@ -114,9 +180,9 @@ def _stdin_bytes(data: bytes | str) -> bytes:
 def check_writable(path: str | Path, what: str = "--output") -> Path:
     """Fail now, before any long work, if ``path`` cannot be written, or is a symbolic link or
     special file that writing would replace (seqlab replaces only regular files), or a file of a
-    training run (:func:`seqlab.outputs.check_not_run_file`)."""
-    from seqlab.io import check_replaceable
-    from seqlab.outputs import check_not_run_file
+    training run (:func:`seqlab.storage.outputs.check_not_run_file`)."""
+    from seqlab.storage.atomic import check_replaceable
+    from seqlab.storage.outputs import check_not_run_file
 
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
@@ -163,7 +229,7 @@ def writes_file(
     option: str, func: Callable[[argparse.Namespace], int], what: str | None = None
 ) -> Callable[[argparse.Namespace], int]:
     """``func``, with the file ``args.<option>`` (when given) held to the rule of
-    :mod:`seqlab.outputs`: checked before any work (:func:`check_writable`, then replaced only if
+    :mod:`seqlab.storage.outputs`: checked before any work (:func:`check_writable`, then replaced only if
     seqlab wrote it, or with ``--force``), recorded as seqlab's once written."""
     what = what or "--" + option.replace("_", "-")
 
@@ -171,7 +237,7 @@ def writes_file(
         path = getattr(args, option, None)
         if not path:
             return func(args)
-        from seqlab.outputs import output_file
+        from seqlab.storage.outputs import output_file
 
         check_writable(path, what)
         with output_file(path, what, force=getattr(args, "force", False)):
@@ -184,14 +250,14 @@ def writes_into(
     option: str, func: Callable[[argparse.Namespace], int]
 ) -> Callable[[argparse.Namespace], int]:
     """``func``, with the output folder ``args.<option>`` (when given) held to the rule of
-    :mod:`seqlab.outputs`: checked before any work, its files recorded as seqlab's after."""
+    :mod:`seqlab.storage.outputs`: checked before any work, its files recorded as seqlab's after."""
     what = "--" + option.replace("_", "-")
 
     def run(args: argparse.Namespace) -> int:
         folder = getattr(args, option, None)
         if not folder:
             return func(args)
-        from seqlab.outputs import output_dir
+        from seqlab.storage.outputs import output_dir
 
         with output_dir(folder, what):
             return func(args)

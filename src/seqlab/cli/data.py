@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from seqlab.cli.common import add_force, positive_int, writes_file
+from seqlab.cli.common import add_force, add_renamed_flags, positive_int, writes_file
 from seqlab.errors import SeqlabError
-from seqlab.outputs import FILE_RULE
+from seqlab.storage.outputs import FILE_RULE
 
 
 def cmd_data_list(args: argparse.Namespace) -> int:
     """Every dataset a config can name (:func:`seqlab.catalog.datasets`), by task: what it is,
-    and for those with files to fetch (:mod:`seqlab.data.registry`), where each file was found."""
+    and for those with files to fetch (the record's ``files``, found by
+    :mod:`seqlab.data.registry`), where each file was found."""
     from seqlab import catalog
     from seqlab.data import registry
 
@@ -20,14 +21,13 @@ def cmd_data_list(args: argparse.Namespace) -> int:
     for record in records:
         task = record.task.replace("_", " ")
         print(f"{record.name:20s} {task:18s} {record.summary}")
-        files = registry.DATASETS.get(record.name)
-        if files is None:
+        if not record.files:
             where = "your file, data.path" if record.needs_path else "nothing to fetch"
             print(f"{'':20s} {where}")
             continue
         found = registry.status(record.name)
         have = sum(p is not None for _, p in found)
-        print(f"{'':20s} {have}/{len(found)} files local; licence: {files.licence}")
+        print(f"{'':20s} {have}/{len(found)} files local; licence: {record.licence}")
         for name, path in found:
             print(f"{'':22s}{name:28s} {path if path else 'missing'}")
     return 0
@@ -37,10 +37,10 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     from seqlab import catalog
     from seqlab.data import registry
 
-    names = list(registry.DATASETS) if args.names == ["all"] else args.names
+    names = list(registry.downloadable()) if args.names == ["all"] else args.names
     for name in names:
         record = catalog.datasets().get(name)
-        if name not in registry.DATASETS and record is not None:
+        if record is not None and not record.files:
             what = "reads your file (data.path)" if record.needs_path else "has no files"
             print(f"{name}: {what}; nothing to fetch")
             continue
@@ -52,13 +52,13 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 def cmd_data_stats(args: argparse.Namespace) -> int:
     from seqlab.data.stats import LM_FILES, dataset_stats, format_stats, zipf_stats
 
-    if args.plot:
+    if args.png:
         if args.name not in LM_FILES:
             raise SeqlabError(
-                f"--plot draws word-frequency (Zipf) curves of a single text: "
+                f"--png draws word-frequency (Zipf) curves of a single text: "
                 f"{', '.join(LM_FILES)}; not {args.name}"
             )
-        zipf = zipf_stats(args.name, args.plot)  # checked before (writes_file)
+        zipf = zipf_stats(args.name, args.png)  # checked before (writes_file)
         if args.json:
             print(json.dumps(zipf, indent=2))
             return 0
@@ -68,7 +68,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
                 f"  {label:8s} {z['distinct']:>8,} distinct, log-log slope (ranks 10-1000) "
                 f"{z['slope_10_1000']:.2f}"
             )
-        print(f"  plot: {args.plot}")
+        print(f"  plot: {args.png}")
         return 0
     stats = dataset_stats(
         args.name,
@@ -98,10 +98,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--batch-tokens", type=positive_int, help="also report padded/real tokens of batches"
     )
     p.add_argument(
-        "--plot",
-        metavar="PNG",
+        "--png",
+        metavar="FILE",
         help=f"language-model texts: word n-gram frequency vs rank (Zipf), drawn into {FILE_RULE}",
     )
+    add_renamed_flags(p, "data stats")
     add_force(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=writes_file("plot", cmd_data_stats))
+    p.set_defaults(func=writes_file("png", cmd_data_stats))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from seqlab.cli.common import check_writable_dir
+from seqlab.cli.common import add_renamed_flags, check_writable_dir
 from seqlab.errors import SeqlabError
 
 
@@ -13,13 +13,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from seqlab.export.ctranslate2 import check_export_dir, export_ctranslate2, require_ctranslate2
 
     require_ctranslate2()
-    check_export_dir(args.out, args.checkpoint)
+    check_export_dir(args.out, args.run)
     check_writable_dir(args.out, "--out")
-    model = load(args.checkpoint, args.which)
+    model = load(args.run, args.which)
     if model.task != "translation" or model.cfg.model.arch != "transformer":
         raise SeqlabError(
             f"CTranslate2 export supports Transformer translation runs (model.arch: transformer); "
-            f"{args.checkpoint} holds model.arch={model.cfg.model.arch}"
+            f"{args.run} holds model.arch={model.cfg.model.arch}"
         )
     sizes = (len(model.vocabs.src_vocab), len(model.vocabs.tgt_vocab))
     origin = {"checkpoint": str(model.run.checkpoint)}
@@ -31,7 +31,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export a trained run to another inference engine")
     p.add_argument("--format", choices=["ctranslate2"], required=True)
-    p.add_argument("--checkpoint", required=True, metavar="RUN_DIR")
+    p.add_argument("--run", required=True, metavar="RUN_DIR", help="a trained run's directory")
     p.add_argument("--which", default="best", help="best | latest | a step number")
     p.add_argument(
         "--out",
@@ -45,4 +45,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         choices=["int8", "int16", "bfloat16"],
         help="a note: CTranslate2 quantizes at load",
     )
+    add_renamed_flags(p, "export")
     p.set_defaults(func=cmd_export)

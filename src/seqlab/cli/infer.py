@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from seqlab.cli.common import (
     STDIN,
+    Parser,
     add_force,
+    add_renamed_flags,
     check_writable,
     check_writable_dir,
     non_negative_float,
@@ -96,7 +98,7 @@ def declared(command: str) -> dict[str, Declared]:
 
 
 def load_run(args: argparse.Namespace) -> Predictor:
-    """Load ``--checkpoint`` and refuse what its kind of run does not offer: the command, and
+    """Load ``--run`` and refuse what its kind of run does not offer: the command, and
     any option given that its task does not declare for the command; then the task's own checks
     of the options (:meth:`seqlab.tasks.base.Predictor.check`)."""
     from seqlab import load
@@ -107,13 +109,13 @@ def load_run(args: argparse.Namespace) -> Predictor:
         from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
 
         give_cores_to_ctranslate2()
-    model = load(args.checkpoint, args.which, args.precision)
+    model = load(args.run, args.which, args.precision)
     command, holds = args.command, f"{model.kind} model (model.arch={model.cfg.model.arch})"
     if command not in model.commands:
         tasks = {k.task.replace("_", " "): None for k in predictors() if command in k.commands}
         use = " or ".join(f"`seqlab {c}`" for c in model.commands)
         raise SeqlabError(
-            f"`seqlab {command}` needs a {' or '.join(tasks)} run, but {args.checkpoint} holds "
+            f"`seqlab {command}` needs a {' or '.join(tasks)} run, but {args.run} holds "
             f"{_article(model.kind)} {holds}; use {use}"
         )
     options = declared(command)
@@ -125,7 +127,7 @@ def load_run(args: argparse.Namespace) -> Predictor:
     if refused:
         usage = model.usage.get(command)
         raise SeqlabError(
-            f"{refused}; {args.checkpoint} holds {_article(model.kind)} {holds}"
+            f"{refused}; {args.run} holds {_article(model.kind)} {holds}"
             + (f": {usage}" if usage else "")
         )
     ensemble = getattr(args, "ensemble", None)  # declared by translation runs only
@@ -137,31 +139,31 @@ def load_run(args: argparse.Namespace) -> Predictor:
 
 
 def _value(args: argparse.Namespace, entries: Declared) -> Any:
-    return getattr(args, entries[0][1].dest)
+    return getattr(args, entries[0][1].attr)
 
 
 def call_options(args: argparse.Namespace, model: Predictor) -> dict[str, Any]:
     """The keyword arguments of the loaded run's method for this command: every option its task
     declares that is passed on (given or at its default)."""
     return {
-        o.dest: getattr(args, o.dest) for o in model.options_for(args.command) if o.role in CALLED
+        o.dest: getattr(args, o.attr) for o in model.options_for(args.command) if o.role in CALLED
     }
 
 
 def evaluated_files(args: argparse.Namespace, model: Predictor) -> dict[str, str]:
     """The files given to ``evaluate`` (``{"src": FILE, "ref": FILE}``)."""
     return {
-        o.dest: getattr(args, o.dest)
+        o.dest: getattr(args, o.attr)
         for o in model.options_for("evaluate")
-        if o.role == "file" and o.given(getattr(args, o.dest))
+        if o.role == "file" and o.given(getattr(args, o.attr))
     }
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Run ``args.command`` once every file or folder it may write is checked, before any work;
-    files and folders of figures are held to the rule of :mod:`seqlab.outputs`
+    files and folders of figures are held to the rule of :mod:`seqlab.storage.outputs`
     (:func:`writes_file`, :func:`writes_into`)."""
-    from seqlab.outputs import check_not_input
+    from seqlab.storage.outputs import check_not_input
 
     func = RUNS[args.command]
     inputs = _inputs(args)
@@ -170,10 +172,10 @@ def run_command(args: argparse.Namespace) -> int:
         if value and option.role in ("output", "figure"):
             check_writable(value, option.flag)
             check_not_input(value, inputs, option.flag)
-            func = writes_file(option.dest, func, option.flag)
+            func = writes_file(option.attr, func, option.flag)
         elif value and option.role == "figure_dir":
             check_writable_dir(value, option.flag)
-            func = writes_into(option.dest, func)
+            func = writes_into(option.attr, func)
     return func(args)
 
 
@@ -194,7 +196,7 @@ def _inputs(args: argparse.Namespace) -> dict[str, str]:
 def print_figures(args: argparse.Namespace, model: Predictor, figures: list[Path]) -> None:
     """Where the figures of a prediction went (standard error: the output is on stdout)."""
     for o in model.options_for(args.command):
-        value = getattr(args, o.dest)
+        value = getattr(args, o.attr)
         if o.role == "figure_dir" and value:
             print(f"{o.figure}: {len(figures)} PNG file(s) in {value}/", file=sys.stderr)
         elif o.role == "figure" and value:
@@ -274,7 +276,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_forecast(args: argparse.Namespace) -> int:
-    """The next ``--steps`` values after a series (a CSV, or the run's own), each fed back."""
+    """The next ``--horizon`` values after a series (a CSV, or the run's own), each fed back."""
     model = load_run(args)
     out = model.predict(args.input, **call_options(args, model))
     print_figures(args, model, out.figures)
@@ -330,17 +332,17 @@ def add_declared(p: argparse.ArgumentParser, command: str) -> None:
     for flag in flags:
         option = entries[flag][0][1]
         for _, other in entries[flag][1:]:
-            same = (other.type, other.role, other.choices, other.default, other.dest)
-            if same != (option.type, option.role, option.choices, option.default, option.dest):
+            same = (other.type, other.role, other.choices, other.default)
+            if same != (option.type, option.role, option.choices, option.default):
                 raise AssertionError(f"{flag} of `seqlab {command}` is declared two ways")
         help_text = _help(command, entries[flag])
         if option.positional:
             p.add_argument(flag, nargs="*", help=help_text)
         elif option.type == "flag":
-            p.add_argument(flag, action="store_true", dest=option.dest, help=help_text)
+            p.add_argument(flag, action="store_true", dest=option.attr, help=help_text)
         elif option.type == "paths":  # one or more
             p.add_argument(
-                flag, nargs="+", metavar=option.metavar, dest=option.dest, help=help_text
+                flag, nargs="+", metavar=option.metavar, dest=option.attr, help=help_text
             )
         else:
             p.add_argument(
@@ -350,12 +352,12 @@ def add_declared(p: argparse.ArgumentParser, command: str) -> None:
                 default=option.default,
                 metavar=option.metavar,
                 required=option.required,
-                dest=option.dest,
+                dest=option.attr,
                 help=help_text,
             )
 
 
-class DeclaredParser(argparse.ArgumentParser):
+class DeclaredParser(Parser):
     """A command's parser that adds the tasks' options when it is first used (parsing or help):
     the tasks, and PyTorch with them, are imported by the commands that need them only, not by
     ``seqlab --help`` or ``seqlab data list``."""
@@ -368,6 +370,7 @@ class DeclaredParser(argparse.ArgumentParser):
         if not self.declared:
             self.declared = True
             add_declared(self, self.command)
+            add_renamed_flags(self, self.command)  # the old names of its flags, hidden
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         self._declare()
@@ -383,7 +386,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         listed = sub.add_parser(command, **texts)  # its line in `seqlab --help`
         p = DeclaredParser(command, prog=listed.prog, description=texts.get("description"))
         sub.choices[command] = p  # parsed by the declaring parser
-        p.add_argument("--checkpoint", required=True, metavar="RUN_DIR", help="a trained run")
+        p.add_argument("--run", required=True, metavar="RUN_DIR", help="a trained run's directory")
         p.add_argument("--which", default="best", help="best | latest | a step number")
         p.add_argument(
             "--precision",

@@ -61,7 +61,7 @@ def _check_port(host: str, port: int) -> None:
 def _ctranslate2_decodes(specs: list[str], engine: str) -> bool:
     """Whether CTranslate2 will decode one of the runs (read from their configs, before any
     model is loaded): a Transformer translation run, with CTranslate2 installed for ``auto``."""
-    from seqlab.rundir import RunDir
+    from seqlab.storage.rundir import RunDir
     from seqlab.tasks.translation import engine_decodes
 
     if engine == "auto":

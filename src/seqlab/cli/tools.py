@@ -11,6 +11,7 @@ from pathlib import Path
 
 from seqlab.cli.common import (
     add_force,
+    add_renamed_flags,
     check_writable_dir,
     finite_float,
     non_negative_int,
@@ -23,7 +24,7 @@ from seqlab.cli.common import (
 from seqlab.demos import DEMOS
 from seqlab.demos.summary import files_line, numbers_line
 from seqlab.errors import SeqlabError
-from seqlab.outputs import FILE_RULE, RULE
+from seqlab.storage.outputs import FILE_RULE, RULE
 
 OUT_HELP = f"output folder: {RULE}"
 
@@ -93,7 +94,7 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
     if args.out:
         check_writable_dir(args.out, "--out")
     if args.threads:
-        from seqlab.machine import set_threads
+        from seqlab.runtime.machine import set_threads
 
         set_threads(args.threads, "--threads")
     results = measure_layer_costs(
@@ -146,8 +147,8 @@ def cmd_demo_forecasting(args: argparse.Namespace) -> int:
 def _demo_json(out: str, name: str, result: dict, precision: str) -> None:
     """Write ``OUT/NAME.json`` (the full-precision numbers, with the machine and ``precision``
     they came from), then print that machine and where the files are."""
-    from seqlab.io import atomic_write_json
-    from seqlab.machine import machine
+    from seqlab.runtime.machine import machine
+    from seqlab.storage.atomic import atomic_write_json
 
     result["machine"] = machine(precision)
     atomic_write_json(Path(out) / f"{name}.json", result)
@@ -451,7 +452,7 @@ def selection_metric(runs: list[str]) -> str:
     """The validation metric ``runs`` choose their checkpoints by (each its task's, read from
     its ``config.yaml``: :func:`seqlab.tasks.selection_of`): what ``seqlab curves`` draws unless
     ``--metric`` says. Runs that choose by different metrics need ``--metric``."""
-    from seqlab.rundir import RunDir
+    from seqlab.storage.rundir import RunDir
     from seqlab.tasks import selection_of
 
     chosen = {run: selection_of(RunDir(run).read_config()).metric for run in runs}
@@ -530,10 +531,10 @@ def cmd_curves(args: argparse.Namespace) -> int:
         label: metric_over_time(Path(r), args.metric)
         for label, r in zip(labels, args.runs, strict=True)
     }
-    plot_metric_over_time(curves, args.out, args.metric)
+    plot_metric_over_time(curves, args.png, args.metric)
     for label, (minutes, values) in curves.items():
         print(f"{label}: {curve_summary(args.metric, minutes, values)}")
-    print(f"wrote {args.out}")
+    print(f"wrote {args.png}")
     return 0
 
 
@@ -549,9 +550,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "for translation, val_loss for language models, val_acc for classification, val_rmse "
         "for forecasting)",
     )
-    p.add_argument("--out", required=True, metavar="PNG", help=f"the figure: {FILE_RULE}")
+    # --png, as every figure file is named (--out names a folder: a run's, a demo's, an export)
+    p.add_argument("--png", required=True, metavar="FILE", help=f"the figure: {FILE_RULE}")
+    add_renamed_flags(p, "curves")
     add_force(p)
-    p.set_defaults(func=writes_file("out", cmd_curves))
+    p.set_defaults(func=writes_file("png", cmd_curves))
 
     diagnose = sub.add_parser("diagnose", help="diagnostics (vanishing/exploding gradients)")
     diagnose_sub = diagnose.add_subparsers(dest="diagnose_command", required=True, metavar="WHAT")

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from seqlab.catalog import DatasetSpec, register_dataset
+from seqlab.catalog import DataFile, DatasetSpec, register_dataset
 from seqlab.data.parallel import read_lines
 from seqlab.data.registry import resolve
 from seqlab.errors import DataError
@@ -358,6 +358,15 @@ register_dataset(
         lambda data, seed: load_sunspots(),
         inputs="series",
         summary="monthly mean sunspot numbers 1749-1983 (WDC-SILSO, Zurich series)",
+        files=(
+            DataFile(
+                "monthly-sunspots.csv",
+                "https://raw.githubusercontent.com/jbrownlee/Datasets/master/monthly-sunspots.csv",
+                ("c4ec8cc57d9f6fb6ecdb3e1f37f25b6f4badd5124c55931052b0cd2fc3bc71f3",),
+            ),
+        ),
+        licence="SILSO data: CC BY-NC 4.0 (Source: WDC-SILSO, Royal Observatory of Belgium)",
+        citation="SILSO World Data Center; Andrews & Herzberg (1985), Data.",
     )
 )
 register_dataset(

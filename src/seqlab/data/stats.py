@@ -33,7 +33,7 @@ from seqlab.data.translation_batching import (
     padding_ratio,
 )
 from seqlab.errors import DataError
-from seqlab.progress import progress
+from seqlab.runtime.progress import progress
 
 TRANSLATION = {"multi30k": ("en", "de"), "fra-eng": ("en", "fr")}
 PERCENTILES = (50, 90, 95, 99)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from seqlab.errors import DataError
-from seqlab.io import atomic_write_bytes, atomic_write_json
+from seqlab.storage.atomic import atomic_write_bytes, atomic_write_json
 
 Normalize = Literal["none", "nmt", "letters"]
 _NON_LETTERS = re.compile(r"[^A-Za-z]+")

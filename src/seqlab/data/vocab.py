@@ -20,7 +20,7 @@ from typing import Any
 
 from seqlab import tokens as special
 from seqlab.errors import DataError
-from seqlab.io import atomic_write_json
+from seqlab.storage.atomic import atomic_write_json
 
 RESERVED = special.SPECIAL_TOKENS
 FORMAT = "seqlab.vocab/1"

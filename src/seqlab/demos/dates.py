@@ -19,7 +19,7 @@ from seqlab import load
 from seqlab.config import load_config
 from seqlab.demos.summary import claim, numbers_line, percent, run_precision
 from seqlab.experiment import train
-from seqlab.rundir import RunDir
+from seqlab.storage.rundir import RunDir
 from seqlab.tasks import artefacts
 from seqlab.tasks.translation import load_pairs
 
@@ -38,7 +38,7 @@ LEARNED = 0.99
 
 def clear_earlier_run(run_dir: Path) -> None:
     """Remove ``run_dir`` if it is an earlier demo run; refuse anything else
-    (:meth:`seqlab.rundir.RunDir.clear`)."""
+    (:meth:`seqlab.storage.rundir.RunDir.clear`)."""
     RunDir(run_dir).clear(artefacts(), also=DEMO_FILES, what="demo run")
 
 

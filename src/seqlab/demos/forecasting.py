@@ -26,8 +26,8 @@ from seqlab.data.series import k_step_predictions
 from seqlab.demos.dates import clear_earlier_run
 from seqlab.demos.summary import claim, files_line, num, numbers_line, run_precision
 from seqlab.experiment import train
-from seqlab.io import atomic_write_json
 from seqlab.plotting import plot_lines, plot_series
+from seqlab.storage.atomic import atomic_write_json
 from seqlab.tasks.forecasting import load_series, split_of
 
 CONFIG = "sine-mlp"

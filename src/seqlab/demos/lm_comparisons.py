@@ -38,10 +38,10 @@ from seqlab.data.vocab import Vocab
 from seqlab.demos import summary as S
 from seqlab.demos.dates import clear_earlier_run
 from seqlab.experiment import train
-from seqlab.io import atomic_write_json
 from seqlab.nn.losses import perplexity
 from seqlab.plotting import plot_series
-from seqlab.rundir import RunDir
+from seqlab.storage.atomic import atomic_write_json
+from seqlab.storage.rundir import RunDir
 from seqlab.tasks.language_modeling import load_corpus
 from seqlab.training.trainer import TrainingDiverged
 

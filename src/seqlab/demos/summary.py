@@ -118,10 +118,10 @@ def cpu_kind(isa: dict[str, bool], capability: str = "") -> str:
 
 def numbers_line(precision: str, machine: dict[str, Any] | None = None) -> str:
     """One line naming the precision and the CPU the numbers came from: ``machine`` is a
-    :func:`seqlab.machine.machine` record (a run's ``run.json`` holds one), this machine's when
+    :func:`seqlab.runtime.machine.machine` record (a run's ``run.json`` holds one), this machine's when
     None."""
     if machine is None:
-        from seqlab.machine import machine as this_machine
+        from seqlab.runtime.machine import machine as this_machine
 
         machine = this_machine(precision)
     kind = cpu_kind(machine.get("isa", {}), machine.get("torch_cpu_capability", ""))
@@ -135,7 +135,7 @@ def numbers_line(precision: str, machine: dict[str, Any] | None = None) -> str:
 def run_precision(run_dirs: Iterable[str | Path]) -> tuple[str, dict[str, Any] | None]:
     """The training and evaluation precision that ``run_dirs`` recorded (their ``run.json``), in
     words ("bf16 training (auto), fp32 evaluation"), and the machine of the first of them."""
-    from seqlab.rundir import RunDir
+    from seqlab.storage.rundir import RunDir
 
     texts: list[str] = []
     machine = None

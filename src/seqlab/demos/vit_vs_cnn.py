@@ -25,8 +25,8 @@ from seqlab.demos.dates import clear_earlier_run
 from seqlab.demos.summary import claim, percent, run_precision
 from seqlab.deprecation import renamed_kwargs
 from seqlab.experiment import train
-from seqlab.io import atomic_write_text
 from seqlab.plotting import plot_lines
+from seqlab.storage.atomic import atomic_write_text
 
 MODELS = {"vit": "mnist-vit", "cnn": "mnist-cnn"}
 LABELS = {"vit": "ViT", "cnn": "CNN"}

@@ -56,7 +56,7 @@ from torch import nn
 
 from seqlab.errors import SeqlabError
 from seqlab.nn.positional_encoding import sinusoidal_table
-from seqlab.rundir import RunDir
+from seqlab.storage.rundir import RunDir
 from seqlab.tokens import BOS, PAD, SPECIAL_TOKENS
 
 FORMAT = "seqlab.ctranslate2/1"
@@ -191,7 +191,7 @@ def build_spec(model: nn.Module, src_vocab_size: int, tgt_vocab_size: int) -> An
 
 
 def _sha256(path: Path) -> str:
-    from seqlab.outputs import sha256_file
+    from seqlab.storage.outputs import sha256_file
 
     return sha256_file(path)
 

@@ -19,6 +19,12 @@ Equations (Bahdanau et al. 2014, §3 and appendix A), i = 1..T target steps, j =
   t_i = max(t̃_{i,2k-1}, t̃_{i,2k}) for k = 1..E, p(y_i | ...) = softmax(W_o t_i). The appendix
   feeds s_{i-1} to t̃; this uses s_i, as in eq. 4, g(y_{i-1}, s_i, c_i). The maxout width l is E.
 
+``model.cell`` (GRU by default, the paper's) may name any registered cell
+(:func:`seqlab.catalog.cells`): the encoder and the upper decoder layers are
+:func:`seqlab.nn.rnn.recurrent_layer`'s for it, and the bottom decoder layer steps the cell's own
+equations on [E y_{i-1}; c_i] (input weights split into the y and c blocks as for the GRU). For the
+LSTMs the decoder state is (s, m), the memory cells m_0 = 0.
+
 With ``num_layers`` L > 1 the encoder is an L-layer bidirectional GRU (annotations from the top
 layer), and the attentive GRU above is the bottom decoder layer; L - 1 further GRU layers read
 [s_i; c_i] and the top one feeds the output layer (attention from the bottom layer, as in GNMT,
@@ -38,15 +44,16 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
+import torch.nn.functional as F
 from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqlab.catalog import ModelSpec, Sizes, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability
+from seqlab.config import CellName, ModelConfigBase, Positive, Probability
 from seqlab.deprecation import renamed_value
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.nn.attention import attention_pool, make_score, padding_mask
+from seqlab.nn.rnn import State, make_cell, recurrent_layer, run_layer
 
 
 class BahdanauConfig(ModelConfigBase):
@@ -62,6 +69,7 @@ class BahdanauConfig(ModelConfigBase):
 
     arch: Literal["bahdanau"] = "bahdanau"
     task: ClassVar[str] = "translation"
+    cell: CellName = Field("gru", description="the recurrent cell of encoder and decoder")
     embed_dim: Positive = 256
     hidden_size: Positive = 512
     num_layers: Positive = 1
@@ -94,7 +102,7 @@ class BahdanauMemory:
     annotations: Tensor  # (B, S, K) h_j: [→h_j; ←h_j] (paper, K = 2H) or h_j (d2l, K = H)
     keys: Tensor  # (B, S, ·) the keys' part of the score, e.g. U h_j (additive)
     mask: Tensor  # (B, S) bool, True = real source position
-    final: Tensor  # (L, B, H) ←h_1 of each encoder layer (paper), the final states (d2l)
+    final: State  # (L, B, H) ←h_1 of each encoder layer (paper), the final states (d2l)
 
     def rows(self, indices: Tensor) -> BahdanauMemory:
         """Rows ``indices`` (select, repeat or permute sentences)."""
@@ -102,8 +110,18 @@ class BahdanauMemory:
             annotations=self.annotations.index_select(0, indices),
             keys=self.keys.index_select(0, indices),
             mask=self.mask.index_select(0, indices),
-            final=self.final.index_select(1, indices),
+            final=_state_map(self.final, lambda s: s.index_select(1, indices)),
         )
+
+
+def _state_map(state: State, fn) -> State:
+    """``fn`` applied to ``h``, or to each of ``(h, c)`` (the LSTMs)."""
+    return tuple(fn(s) for s in state) if isinstance(state, tuple) else fn(state)
+
+
+def _hidden(state: State) -> Tensor:
+    """``h`` of a state ``h`` or ``(h, c)``."""
+    return state[0] if isinstance(state, tuple) else state
 
 
 class Bahdanau(EncoderDecoder):
@@ -119,22 +137,24 @@ class Bahdanau(EncoderDecoder):
         super().__init__()
         self.cfg = cfg
         e, h, layers = cfg.embed_dim, cfg.hidden_size, cfg.num_layers
-        between = cfg.dropout if layers > 1 else 0.0  # nn.GRU warns about dropout with 1 layer
         self.src_embed = nn.Embedding(src_vocab_size, e)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, e)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.encoder = nn.GRU(e, h, layers, batch_first=True, dropout=between, bidirectional=True)
+        self.encoder = recurrent_layer(cfg.cell, e, h, layers, cfg.dropout, bidirectional=True)
         self.init_proj = nn.ModuleList(nn.Linear(h, h) for _ in range(layers))  # W_s per layer
         # additive: w_q = W, w_k = U, w_v = v of e_ij = vᵀ tanh(W s_{i-1} + U h_j)
         self.attention = make_score(cfg.attention, h, 2 * h, h, cfg.max_len)
-        # bottom decoder GRU; its input weights split into the y and c blocks (3 gates each)
-        self.gru_y = nn.Linear(e, 3 * h)  # W [E y_{i-1}] + b_ih
-        self.gru_c = nn.Linear(2 * h, 3 * h, bias=False)  # C c_i
-        self.gru_s = nn.Linear(h, 3 * h)  # U s_{i-1} + b_hh
+        self.cell = None  # the bottom decoder layer of a cell other than the GRU
+        if cfg.cell == "gru":
+            # bottom decoder GRU; its input weights split into the y and c blocks (3 gates each)
+            self.gru_y = nn.Linear(e, 3 * h)  # W [E y_{i-1}] + b_ih
+            self.gru_c = nn.Linear(2 * h, 3 * h, bias=False)  # C c_i
+            self.gru_s = nn.Linear(h, 3 * h)  # U s_{i-1} + b_hh
+        else:
+            self.cell = make_cell(cfg.cell, e + 2 * h, h)  # input weights: [y block, c block]
         self.upper = None  # decoder layers 2 .. L
         if layers > 1:
-            between_upper = cfg.dropout if layers > 2 else 0.0
-            self.upper = nn.GRU(3 * h, h, layers - 1, batch_first=True, dropout=between_upper)
+            self.upper = recurrent_layer(cfg.cell, 3 * h, h, layers - 1, cfg.dropout)
         self.maxout = nn.Linear(h + 2 * h + e, 2 * e)  # [U_o; C_o; V_o]
         self.output = nn.Linear(e, tgt_vocab_size)  # W_o
 
@@ -148,26 +168,29 @@ class Bahdanau(EncoderDecoder):
         """
         num_src = src.shape[1]
         x = self.dropout(self.src_embed(src))  # (B, S, E)
-        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, final = self.encoder(packed)  # final (2L, B, H), index layer * 2 + direction
-        annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=num_src)
+        # final (2L, B, H), index layer * 2 + direction; annotations zero at padding
+        annotations, final = run_layer(self.encoder, x, None, src_lengths)  # (B, S, 2H)
         return BahdanauMemory(
             annotations=annotations,  # (B, S, 2H), zero at padding
             keys=self.attention.prepare(annotations),  # (B, S, ·)
             mask=padding_mask(src_lengths.to(src.device), num_src)[:, 0],  # (B, S)
-            final=final[1::2],  # (L, B, H)
+            final=_hidden(final)[1::2],  # (L, B, H)
         )
 
-    def init_state(self, memory: BahdanauMemory) -> Tensor:
-        """s_0 = tanh(W_s ←h_1) for each decoder layer (appendix A.2.2).
+    def init_state(self, memory: BahdanauMemory) -> State:
+        """s_0 = tanh(W_s ←h_1) for each decoder layer (appendix A.2.2); for the LSTMs
+        ``(s_0, 0)``.
 
         Shape:
-            ``(L, B, H)``.
+            ``(L, B, H)``, or a tuple of two.
         """
         finals = memory.final  # (L, B, H)
-        return torch.stack(
+        s0 = torch.stack(
             [torch.tanh(p(finals[i])) for i, p in enumerate(self.init_proj)]
         )  # (L, B, H)
+        if self.cell is not None and self.cell.state_size == 2:
+            return (s0, torch.zeros_like(s0))
+        return s0
 
     # ------------------------------------------------------------------------------ decoder
     def _attend(self, memory: BahdanauMemory, s: Tensor) -> tuple[Tensor, Tensor]:
@@ -196,33 +219,47 @@ class Bahdanau(EncoderDecoder):
         return n + z * (s - n)  # (B, H)
 
     def run_decoder(
-        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_weights: bool
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        self, memory: BahdanauMemory, tokens: Tensor, state: State, need_weights: bool
+    ) -> tuple[Tensor, State, Tensor | None]:
         """Decode ``tokens`` (y_{i-1} for T consecutive steps) from ``state`` (s_{i-1} per layer).
 
         Shape:
-            tokens ``(B, T)``, state ``(L, B, H)`` -> logits ``(B, T, V)``, state ``(L, B, H)``,
-            weights ``(B, T, S)`` or None.
+            tokens ``(B, T)``, state ``(L, B, H)`` (a tuple of two for the LSTMs) -> logits
+            ``(B, T, V)``, state like ``state``, weights ``(B, T, S)`` or None.
         """
         y = self.dropout(self.tgt_embed(tokens))  # (B, T, E)
-        gates_y = self.gru_y(y)  # (B, T, 3H): the E y_{i-1} terms of every step at once
-        s = state[0]  # (B, H)
+        if self.cell is None:
+            gates_y = self.gru_y(y)  # (B, T, 3H): the E y_{i-1} terms of every step at once
+        else:
+            e = y.shape[-1]
+            gates_y = F.linear(y, self.cell.weight_ih[:, :e], self.cell.bias_ih)  # (B, T, G*H)
+        s = tuple(part[0] for part in state) if isinstance(state, tuple) else (state[0],)
         states, contexts, alphas = [], [], []
         # unbind, not gates_y[:, i]: each indexing op's backward would write a full (B, T, 3H)
         # gradient, T of them per sequence
         for gates_y_i in gates_y.unbind(dim=1):
-            context, alpha = self._attend(memory, s)  # (B, 2H), (B, S): uses s_{i-1}
-            s = self._gru_step(gates_y_i + self.gru_c(context), s)  # (B, H): s_i
-            states.append(s)
+            context, alpha = self._attend(memory, s[0])  # (B, 2H), (B, S): uses s_{i-1}
+            if self.cell is None:
+                s = (self._gru_step(gates_y_i + self.gru_c(context), s[0]),)  # (B, H): s_i
+            else:
+                e = self.cell.input_size - context.shape[-1]
+                s = self.cell.step(gates_y_i + F.linear(context, self.cell.weight_ih[:, e:]), s)
+            states.append(s[0])
             contexts.append(context)
             alphas.append(alpha)
         s_all = torch.stack(states, dim=1)  # (B, T, H)
         c_all = torch.stack(contexts, dim=1)  # (B, T, 2H)
-        top, new_state = s_all, s[None]  # (B, T, H), (1, B, H)
+        top, new_state = s_all, tuple(part[None] for part in s)  # (B, T, H), (1, B, H) each
         if self.upper is not None:
             upper_in = self.dropout(torch.cat([s_all, c_all], dim=-1))  # (B, T, 3H)
-            top, upper_state = self.upper(upper_in, state[1:])  # (B, T, H)
-            new_state = torch.cat([new_state, upper_state])  # (L, B, H)
+            rest = _state_map(state, lambda part: part[1:])  # (L-1, B, H)
+            top, upper_state = run_layer(self.upper, upper_in, rest)  # (B, T, H)
+            if not isinstance(upper_state, tuple):
+                upper_state = (upper_state,)
+            new_state = tuple(
+                torch.cat([a, b]) for a, b in zip(new_state, upper_state, strict=True)
+            )  # (L, B, H) each
+        new_state = new_state if len(new_state) == 2 else new_state[0]
         t_tilde = self.maxout(torch.cat([top, c_all, y], dim=-1))  # (B, T, 2E)
         t = t_tilde.unflatten(-1, (-1, 2)).amax(-1)  # (B, T, E): maxout over pairs
         logits = self.output(self.dropout(t))  # (B, T, V)
@@ -233,16 +270,16 @@ class Bahdanau(EncoderDecoder):
         """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
         return memory.rows(indices)
 
-    def reorder_state(self, state: Tensor, indices: Tensor) -> Tensor:
-        """Rows ``indices`` of the decoder state ``(L, B, H)``."""
-        return state.index_select(1, indices)
+    def reorder_state(self, state: State, indices: Tensor) -> State:
+        """Rows ``indices`` of the decoder state ``(L, B, H)`` (or of each of ``(h, c)``)."""
+        return _state_map(state, lambda s: s.index_select(1, indices))
 
 
 class BahdanauD2L(EncoderDecoder):
     """The attentive decoder of d2l.ai §11.4, The Bahdanau Attention Mechanism
     (``model.decoder: linear``).
 
-    - encoder: a unidirectional L-layer GRU; h_j its top-layer outputs ``(B, S, H)``, which are
+    - encoder: a unidirectional L-layer GRU (or ``model.cell``); h_j its top-layer outputs ``(B, S, H)``, which are
       both keys and values;
     - initial decoder state: the encoder's final states, layer by layer (no projection);
     - step i: query = s_{i-1}^{(L)}, the previous *top-layer* decoder state;
@@ -261,13 +298,12 @@ class BahdanauD2L(EncoderDecoder):
         super().__init__()
         self.cfg = cfg
         e, h, layers = cfg.embed_dim, cfg.hidden_size, cfg.num_layers
-        between = cfg.dropout if layers > 1 else 0.0
         self.src_embed = nn.Embedding(src_vocab_size, e)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, e)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.encoder = nn.GRU(e, h, layers, batch_first=True, dropout=between)
+        self.encoder = recurrent_layer(cfg.cell, e, h, layers, cfg.dropout)
         self.attention = make_score(cfg.attention, h, h, h, cfg.max_len)
-        self.decoder = nn.GRU(e + h, h, layers, batch_first=True, dropout=between)
+        self.decoder = recurrent_layer(cfg.cell, e + h, h, layers, cfg.dropout)
         self.output = nn.Linear(h, tgt_vocab_size)
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> BahdanauMemory:
@@ -278,9 +314,7 @@ class BahdanauD2L(EncoderDecoder):
         """
         num_src = src.shape[1]
         x = self.dropout(self.src_embed(src))  # (B, S, E)
-        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, final = self.encoder(packed)  # final (L, B, H)
-        annotations, _ = pad_packed_sequence(out, batch_first=True, total_length=num_src)
+        annotations, final = run_layer(self.encoder, x, None, src_lengths)  # final (L, B, H)
         return BahdanauMemory(
             annotations=annotations,  # (B, S, H)
             keys=self.attention.prepare(annotations),  # (B, S, ·)
@@ -288,13 +322,13 @@ class BahdanauD2L(EncoderDecoder):
             final=final,  # (L, B, H)
         )
 
-    def init_state(self, memory: BahdanauMemory) -> Tensor:
-        """The encoder's final states. Shape: ``(L, B, H)``."""
+    def init_state(self, memory: BahdanauMemory) -> State:
+        """The encoder's final states. Shape: ``(L, B, H)`` (a tuple of two for the LSTMs)."""
         return memory.final
 
     def run_decoder(
-        self, memory: BahdanauMemory, tokens: Tensor, state: Tensor, need_weights: bool
-    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        self, memory: BahdanauMemory, tokens: Tensor, state: State, need_weights: bool
+    ) -> tuple[Tensor, State, Tensor | None]:
         """Decode ``tokens`` from ``state`` one step at a time (the query needs s_{i-1}).
 
         Shape:
@@ -305,9 +339,9 @@ class BahdanauD2L(EncoderDecoder):
         outputs, alphas = [], []
         for y_i in y.unbind(dim=1):  # (B, E)
             context, alpha = attention_pool(
-                self.attention, state[-1], memory.keys, memory.annotations, memory.mask
+                self.attention, _hidden(state)[-1], memory.keys, memory.annotations, memory.mask
             )  # (B, H), (B, S)
-            out, state = self.decoder(torch.cat([y_i, context], dim=-1)[:, None], state)
+            out, state = run_layer(self.decoder, torch.cat([y_i, context], dim=-1)[:, None], state)
             outputs.append(out)  # (B, 1, H)
             alphas.append(alpha)
         logits = self.output(self.dropout(torch.cat(outputs, dim=1)))  # (B, T, V)
@@ -317,8 +351,8 @@ class BahdanauD2L(EncoderDecoder):
     def reorder_memory(self, memory: BahdanauMemory, indices: Tensor) -> BahdanauMemory:
         return memory.rows(indices)
 
-    def reorder_state(self, state: Tensor, indices: Tensor) -> Tensor:
-        return state.index_select(1, indices)
+    def reorder_state(self, state: State, indices: Tensor) -> State:
+        return _state_map(state, lambda s: s.index_select(1, indices))
 
 
 def _build(cfg: BahdanauConfig, sizes: Sizes) -> Bahdanau | BahdanauD2L:

@@ -4,7 +4,7 @@ latest values ``(B, τ)`` to the next value ``(B,)``.
 - :class:`AutoRegressive`: the autoregressive model x̂_t = f(x_{t-1}, …, x_{t-τ}); f linear
   (AR(τ)) or a one-hidden-layer MLP (d2l.ai §9.1.3's model).
 - :class:`RNNForecaster`: the latent autoregressive model h_t = g(h_{t-1}, x_{t-1}),
-  x̂_t = w·h_t + b, with a GRU or LSTM as g.
+  x̂_t = w·h_t + b, with an RNN of any registered cell as g (``model.cell``; GRU by default).
 - :class:`TransformerForecaster`: a causal Transformer encoder over the window; the output at the
   last position predicts the next value.
 
@@ -25,8 +25,16 @@ from pydantic import Field, model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, NonNegative, Positive, Probability, check_heads
+from seqlab.config import (
+    CellName,
+    ModelConfigBase,
+    NonNegative,
+    Positive,
+    Probability,
+    check_heads,
+)
 from seqlab.nn.attention import causal_mask
+from seqlab.nn.rnn import recurrent_layer, run_layer
 from seqlab.nn.transformer import EncoderBlock
 
 
@@ -41,13 +49,13 @@ class ARConfig(ModelConfigBase):
 
 
 class RNNForecasterConfig(ModelConfigBase):
-    """Latent autoregressive model h_t = g(h_{t-1}, x_{t-1}), x̂_t from h_t: a GRU/LSTM over the
-    window, a linear read-out of the last state."""
+    """Latent autoregressive model h_t = g(h_{t-1}, x_{t-1}), x̂_t from h_t: an RNN (``cell``) over
+    the window, a linear read-out of the last state."""
 
     arch: Literal["rnn_forecaster"] = "rnn_forecaster"
     task: ClassVar[str] = "forecasting"
     linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
-    cell: Literal["gru", "lstm"] = "gru"
+    cell: CellName = "gru"
     hidden_size: Positive = 32
     num_layers: Positive = 1
     dropout: Probability = 0.0
@@ -108,22 +116,15 @@ class AutoRegressive(WindowForecaster):
 
 
 class RNNForecaster(WindowForecaster):
-    """GRU/LSTM over the window, a linear read-out of the last hidden state."""
+    """An RNN of ``cfg.cell`` over the window, a linear read-out of the last hidden state."""
 
     def __init__(self, window: int, cfg: RNNForecasterConfig):
         super().__init__(window, cfg.linear_skip)
-        rnn = nn.GRU if cfg.cell == "gru" else nn.LSTM
-        self.rnn = rnn(
-            1,
-            cfg.hidden_size,
-            cfg.num_layers,
-            batch_first=True,
-            dropout=cfg.dropout if cfg.num_layers > 1 else 0.0,
-        )
+        self.rnn = recurrent_layer(cfg.cell, 1, cfg.hidden_size, cfg.num_layers, cfg.dropout)
         self.out = nn.Linear(cfg.hidden_size, 1)
 
     def body(self, x: Tensor) -> Tensor:
-        h, _ = self.rnn(x[..., None])  # (B, τ, H)
+        h, _ = run_layer(self.rnn, x[..., None])  # (B, τ, H)
         return self.out(h[:, -1]).squeeze(-1)  # (B,)
 
 

@@ -1,8 +1,10 @@
-"""Recurrent sentence classifier: a (bidirectional) GRU or LSTM over word embeddings.
+"""Recurrent sentence classifier: a (bidirectional) RNN of any registered cell (``model.cell``,
+:func:`seqlab.catalog.cells`; LSTM by default) over word embeddings.
 
 The sentence vector is the final hidden state of each direction (``last``: the forward direction's
 state after the last real token, the backward direction's after the first), or the mean or maximum
-of the outputs over real positions. Sequences are packed, so padding never reaches the recurrence.
+of the outputs over real positions. Sequences are packed (the fused layers) or masked (the
+scratch ones), so padding never reaches the recurrence.
 """
 
 from __future__ import annotations
@@ -11,21 +13,21 @@ from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability
+from seqlab.config import CellName, ModelConfigBase, Positive, Probability
 from seqlab.nn.pooling import masked_max, masked_mean
+from seqlab.nn.rnn import recurrent_layer, run_layer
 from seqlab.tokens import PAD
 
 
 class RNNClassifierConfig(ModelConfigBase):
-    """GRU/LSTM (optionally bidirectional) over tokens; the final states or pooled outputs feed a
+    """An RNN (optionally bidirectional) over tokens; the final states or pooled outputs feed a
     linear head."""
 
     arch: Literal["rnn_classifier"] = "rnn_classifier"
     task: ClassVar[str] = "classification"
-    cell: Literal["gru", "lstm"] = "lstm"
+    cell: CellName = "lstm"
     embed_dim: Positive = 128
     hidden_size: Positive = 128
     num_layers: Positive = 1
@@ -41,14 +43,8 @@ class RNNClassifier(nn.Module):
         super().__init__()
         self.pooling = cfg.pooling
         self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=PAD)
-        rnn = nn.LSTM if cfg.cell == "lstm" else nn.GRU
-        self.rnn = rnn(
-            cfg.embed_dim,
-            cfg.hidden_size,
-            cfg.num_layers,
-            batch_first=True,
-            bidirectional=cfg.bidirectional,
-            dropout=cfg.dropout if cfg.num_layers > 1 else 0.0,
+        self.rnn = recurrent_layer(
+            cfg.cell, cfg.embed_dim, cfg.hidden_size, cfg.num_layers, cfg.dropout, cfg.bidirectional
         )
         self.dropout = nn.Dropout(cfg.dropout)
         width = cfg.hidden_size * (2 if cfg.bidirectional else 1)
@@ -59,14 +55,12 @@ class RNNClassifier(nn.Module):
         if lengths is None:
             lengths = torch.full((tokens.shape[0],), tokens.shape[1], device=tokens.device)
         x = self.dropout(self.embed(tokens))  # (B, T, E)
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, state = self.rnn(packed)
+        y, state = run_layer(self.rnn, x, None, lengths)  # (B, T, D·H)
         if self.pooling == "last":
             h = state[0] if isinstance(state, tuple) else state  # (L·D, B, H)
             dirs = 2 if self.rnn.bidirectional else 1
             pooled = torch.cat(list(h[-dirs:]), dim=-1)  # (B, D·H): last layer, each direction
         else:
-            y, _ = pad_packed_sequence(out, batch_first=True)  # (B, T_max, D·H)
             pool = masked_mean if self.pooling == "mean" else masked_max
             pooled = pool(y, lengths)  # (B, D·H)
         return self.head(self.dropout(pooled))  # (B, C)

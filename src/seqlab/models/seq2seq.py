@@ -3,8 +3,9 @@
 Notation (shapes in comments): B batch, S source length, T target length, E embedding width,
 H hidden width, L layers, V vocabulary (source or target, by context).
 
-The encoder reads the right-padded source with a stacked GRU or LSTM. The sequence is packed, so
-its final state is the state after each sentence's last real token, whatever the padding. That
+The encoder reads the right-padded source with a stacked RNN of any registered cell
+(``model.cell``, :func:`seqlab.catalog.cells`; GRU by default). The sequence is packed, so its
+final state is the state after each sentence's last real token, whatever the padding. That
 state initialises the decoder (Sutskever et al. 2014, §2), and the encoder's top-layer final
 hidden state is also a fixed context c, concatenated to the decoder input at every step
 (Cho et al. 2014, §2.2: h_t = f(h_{t-1}, y_{t-1}, c)). The output layer maps the decoder's
@@ -22,11 +23,11 @@ from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability
+from seqlab.config import CellName, ModelConfigBase, Positive, Probability
 from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.nn.rnn import recurrent_layer, run_layer
 
 
 class Seq2SeqConfig(ModelConfigBase):
@@ -34,14 +35,14 @@ class Seq2SeqConfig(ModelConfigBase):
 
     arch: Literal["seq2seq"] = "seq2seq"
     task: ClassVar[str] = "translation"
-    cell: Literal["gru", "lstm"] = "gru"
+    cell: CellName = "gru"
     embed_dim: Positive = 256
     hidden_size: Positive = 512
     num_layers: Positive = 2
     dropout: Probability = 0.2
 
 
-#: decoder RNN state: ``h`` (L, B, H) for the GRU, ``(h, c)`` for the LSTM (PyTorch's layout).
+#: decoder RNN state: ``h`` (L, B, H), or ``(h, c)`` for the LSTMs (PyTorch's layout).
 RNNState = Tensor | tuple[Tensor, Tensor]
 
 
@@ -65,19 +66,18 @@ class Seq2SeqMemory:
 
 
 class Seq2Seq(EncoderDecoder):
-    """Stacked GRU/LSTM encoder–decoder with a fixed context vector (see the module docstring)."""
+    """Stacked RNN encoder–decoder with a fixed context vector (see the module docstring); the
+    layers are :func:`seqlab.nn.rnn.recurrent_layer`'s for ``cfg.cell``."""
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, cfg: Seq2SeqConfig):
         super().__init__()
         self.cfg = cfg
-        rnn = {"gru": nn.GRU, "lstm": nn.LSTM}[cfg.cell]
         e, h, layers = cfg.embed_dim, cfg.hidden_size, cfg.num_layers
-        between = cfg.dropout if layers > 1 else 0.0  # nn.GRU warns about dropout with 1 layer
         self.src_embed = nn.Embedding(src_vocab_size, e)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, e)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.encoder = rnn(e, h, layers, batch_first=True, dropout=between)
-        self.decoder = rnn(e + h, h, layers, batch_first=True, dropout=between)
+        self.encoder = recurrent_layer(cfg.cell, e, h, layers, cfg.dropout)
+        self.decoder = recurrent_layer(cfg.cell, e + h, h, layers, cfg.dropout)
         self.output = nn.Linear(h, tgt_vocab_size)
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> Seq2SeqMemory:
@@ -87,8 +87,7 @@ class Seq2Seq(EncoderDecoder):
             src ``(B, S)``, src_lengths ``(B,)`` -> context ``(B, H)``, final state ``(L, B, H)``.
         """
         x = self.dropout(self.src_embed(src))  # (B, S, E)
-        packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        _, final = self.encoder(packed)  # (L, B, H), or (h, c)
+        _, final = run_layer(self.encoder, x, None, src_lengths)  # (L, B, H), or (h, c)
         top = final[0][-1] if isinstance(final, tuple) else final[-1]  # (B, H)
         return Seq2SeqMemory(context=top, final_state=final)
 
@@ -108,7 +107,7 @@ class Seq2Seq(EncoderDecoder):
         """
         y = self.dropout(self.tgt_embed(tokens))  # (B, T, E)
         c = memory.context[:, None, :].expand(-1, tokens.shape[1], -1)  # (B, T, H)
-        out, state = self.decoder(torch.cat([y, c], dim=-1), state)  # (B, T, H)
+        out, state = run_layer(self.decoder, torch.cat([y, c], dim=-1), state)  # (B, T, H)
         return self.output(self.dropout(out)), state, None  # (B, T, V)
 
     def reorder_memory(self, memory: Seq2SeqMemory, indices: Tensor) -> Seq2SeqMemory:

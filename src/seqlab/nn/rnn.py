@@ -549,6 +549,55 @@ class RNN(nn.Module):
         return new
 
 
+def recurrent_layer(
+    cell: str,
+    input_size: int,
+    hidden_size: int,
+    num_layers: int = 1,
+    dropout: float = 0.0,
+    bidirectional: bool = False,
+) -> nn.Module:
+    """The recurrent layer a model builds for ``model.cell``: the record's fused PyTorch layer
+    where it has one (``nn.GRU``, ``nn.LSTM``, …, so its state-dict keys are PyTorch's,
+    ``weight_ih_l0``), else a scratch :class:`RNN`. Run it with :func:`run_layer`.
+
+    ``dropout`` acts between layers only (it is 0 with one layer, where PyTorch warns).
+    """
+    spec = cell_spec(cell)
+    if spec.fused is None:
+        return RNN(cell, input_size, hidden_size, num_layers, dropout, bidirectional, "scratch")
+    return spec.fused(
+        input_size,
+        hidden_size,
+        num_layers,
+        batch_first=True,
+        dropout=dropout if num_layers > 1 else 0.0,
+        bidirectional=bidirectional,
+    )
+
+
+def run_layer(
+    layer: nn.Module, x: Tensor, state: State | None = None, lengths: Tensor | None = None
+) -> tuple[Tensor, State]:
+    """Run a layer of :func:`recurrent_layer` over ``x`` from ``state`` (None: zeros).
+
+    With ``lengths`` the fused layer reads a packed sequence, so each row's final state is the
+    state after its last real step, as :class:`RNN` computes it.
+
+    Shape:
+        x: (B, T, I); lengths: (B,) or None; state: (L*D, B, H), or a tuple (h, c) of those.
+        returns output (B, T, D*H), zeros at padded positions, and the final state.
+    """
+    if isinstance(layer, RNN):
+        return layer(x, state, lengths)
+    if lengths is None:
+        return layer(x, state)
+    packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    packed_output, state = layer(packed, state)
+    output, _ = pad_packed_sequence(packed_output, batch_first=True, total_length=x.size(1))
+    return output, state  # (B, T, D*H)
+
+
 def randomly_truncate(state: tuple[Tensor, ...], keep: float) -> tuple[Tensor, ...]:
     """Randomized truncation of backpropagation through time (d2l.ai §9.7.1, Randomized
     Truncation; Tallec & Ollivier 2017).

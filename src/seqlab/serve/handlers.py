@@ -13,11 +13,11 @@ classifier's ``probabilities``, ``read_image`` and ``attention``, a language mod
 requests on the batcher's worker thread (:meth:`~Handler.run_batch`) and describes its model for
 ``/models`` (:meth:`~Handler.info`).
 
-Predictors show no progress bars here (:func:`seqlab.progress.no_progress`): the server's
+Predictors show no progress bars here (:func:`seqlab.runtime.progress.no_progress`): the server's
 standard error is its log. Nor do they warn of tokens outside the vocabulary
 (:func:`seqlab.data.vocab.quiet_unknown`): each response lists them in its ``warnings``, by text
 (:func:`seqlab.data.vocab.unknown_messages`). A text holding a line break other than ``\\n``
-is refused (422, :func:`seqlab.textio.check_line_breaks`). Attention weights are rounded to 4
+is refused (422, :func:`seqlab.storage.text.check_line_breaks`). Attention weights are rounded to 4
 decimals for the wire.
 """
 
@@ -38,11 +38,11 @@ from torch import Tensor
 
 from seqlab.data.vocab import quiet_unknown, unknown_messages
 from seqlab.errors import SeqlabError
-from seqlab.progress import no_progress
+from seqlab.runtime.progress import no_progress
 from seqlab.serve import schemas
 from seqlab.serve.batching import Job
 from seqlab.serve.limits import LimitExceeded, Limits, check
-from seqlab.textio import check_line_breaks
+from seqlab.storage.text import check_line_breaks
 
 #: decimals kept of attention weights in responses
 WEIGHT_DECIMALS = 4

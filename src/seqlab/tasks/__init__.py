@@ -15,8 +15,8 @@ from types import ModuleType
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError
 from seqlab.objective import Selection
-from seqlab.precision import resolve_precision
-from seqlab.rundir import RunDir
+from seqlab.runtime.precision import resolve_precision
+from seqlab.storage.rundir import RunDir
 from seqlab.tasks import classification, forecasting, language_modeling, translation
 from seqlab.tasks.base import Experiment, Predictor
 from seqlab.tasks.options import Option
@@ -43,7 +43,7 @@ def load(run_dir: str | Path, which: str = "best", precision: str | None = None)
     """A trained model from its run directory alone (``best``, ``latest`` or a step number).
 
     ``precision`` (``fp32`` or ``bf16``) overrides the run's ``decode.precision`` (fp32 unless
-    the run's config says otherwise); see :mod:`seqlab.precision`.
+    the run's config says otherwise); see :mod:`seqlab.runtime.precision`.
     """
     if precision is not None and precision not in ("fp32", "bf16"):
         raise ConfigError(f"precision must be fp32 or bf16, got {precision!r}")
@@ -76,6 +76,6 @@ def declarations(command: str) -> list[tuple[type[Predictor], Option]]:
 
 
 def artefacts() -> set[str]:
-    """Every file name a task may write into a run directory (what :class:`~seqlab.rundir.RunDir`
+    """Every file name a task may write into a run directory (what :class:`~seqlab.storage.rundir.RunDir`
     accepts there besides its own files)."""
     return {name for task in TASKS.values() for name in task.ARTEFACTS}

@@ -26,7 +26,7 @@ consumer (the command line, the server, Python code) goes through it:
 
 Each task adds the methods of its own Python API (``translate``, ``classify``, ``generate``, …).
 
-A run directory is a complete model: :meth:`seqlab.rundir.RunDir.open` and a predictor's ``load``
+A run directory is a complete model: :meth:`seqlab.storage.rundir.RunDir.open` and a predictor's ``load``
 read only ``config.yaml``, the artefacts and a checkpoint — never the training data, and nothing
 of :mod:`seqlab.training`.
 """
@@ -41,12 +41,12 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from seqlab.checkpoints import load_model_weights
 from seqlab.config import ExperimentConfig
 from seqlab.errors import SeqlabError
 from seqlab.objective import Batches, LossFn, Selection
-from seqlab.precision import Resolved, resolve_precision
-from seqlab.rundir import Run
+from seqlab.runtime.precision import Resolved, resolve_precision
+from seqlab.storage.checkpoints import load_model_weights
+from seqlab.storage.rundir import Run
 from seqlab.tasks.options import COMMON, Option
 from seqlab.tasks.report import Prediction, Report
 

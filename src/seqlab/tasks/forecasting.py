@@ -37,10 +37,10 @@ from seqlab.data.series import (
     windows,
 )
 from seqlab.errors import CheckpointError, SeqlabError
-from seqlab.io import atomic_write_json, read_format_json
 from seqlab.models import build_model
 from seqlab.objective import LossOutput, Selection
-from seqlab.outputs import FILE_RULE
+from seqlab.storage.atomic import atomic_write_json, read_format_json
+from seqlab.storage.outputs import FILE_RULE
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction, Report
@@ -145,11 +145,12 @@ class Forecaster(Predictor):
             dest="horizons",
         ),
         Option(
-            "--plot",
+            "--png",
             f"draw RMSE by horizon into FILE: {FILE_RULE}",
             ("evaluate",),
             role="figure",
             metavar="FILE",
+            dest="plot",
             figure="plot",
         ),
         Option(
@@ -169,12 +170,14 @@ class Forecaster(Predictor):
             choices=("error", "interpolate", "drop"),
         ),
         Option(
-            "--steps",
-            f"values to predict, at most {MAX_FORECAST_STEPS}; a forecast that diverges (a value "
+            "--horizon",
+            f"values to predict (K steps ahead), at most {MAX_FORECAST_STEPS}; a forecast that diverges (a value "
             "beyond ±1e15 or not a number) is an error naming the last good step",
             ("forecast",),
             type="positive_int",
+            metavar="K",
             required=True,
+            dest="steps",
         ),
         Option(
             "--png",
@@ -248,7 +251,7 @@ class Forecaster(Predictor):
             raise SeqlabError(
                 f"the forecast diverges: value {bad[0] + 1} of {steps} is {values[bad[0]].item():g} "
                 f"(beyond ±{MAX_ABS_VALUE:.0e}, or not a number), each prediction being fed back; "
-                f"ask for fewer --steps (at most {bad[0]}) or use a better-fitting model"
+                f"ask for a shorter --horizon (at most {bad[0]}) or use a better-fitting model"
             )
         return values.tolist()
 

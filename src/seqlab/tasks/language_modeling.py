@@ -36,12 +36,12 @@ from seqlab.models.language_model import CausalLM, continuation
 from seqlab.nn.losses import perplexity
 from seqlab.nn.sampling import next_token
 from seqlab.objective import LossOutput, Selection
-from seqlab.precision import autocast
-from seqlab.progress import progress
+from seqlab.runtime.precision import autocast
+from seqlab.runtime.progress import progress
+from seqlab.storage.text import check_line_breaks, read_lines
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction, Report
-from seqlab.textio import check_line_breaks, read_lines
 
 ARTEFACTS = ("vocab.json", "tokenizer.json")
 #: most tokens one generate call writes (a typo like 10**11 would otherwise run for days)

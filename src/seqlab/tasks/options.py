@@ -65,6 +65,13 @@ class Option:
             object.__setattr__(self, "dest", self.flag.lstrip("-").replace("-", "_"))
 
     @property
+    def attr(self) -> str:
+        """Where the command line keeps the value (``--png`` → ``args.png``): one place per flag,
+        whichever keyword argument each task's method names it (``evaluate --png`` is ``plot=`` of
+        a forecaster, ``confusion_png=`` of a classifier)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
     def positional(self) -> bool:
         return not self.flag.startswith("-")
 

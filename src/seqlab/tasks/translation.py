@@ -49,21 +49,21 @@ from seqlab.data.translation_batching import (
 from seqlab.data.vocab import Vocab, quiet_unknown, unknown_tokens, warn_unknown
 from seqlab.deprecation import renamed_kwargs
 from seqlab.errors import SeqlabError
-from seqlab.io import atomic_write_text
 from seqlab.models import build_model
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.ensemble import Ensemble
 from seqlab.models.search import Hypothesis, beam_search, greedy_search, token_log_probs
 from seqlab.objective import LossOutput, Selection
-from seqlab.outputs import FILE_RULE, RULE
-from seqlab.precision import autocast
-from seqlab.progress import progress
-from seqlab.rundir import RunDir
+from seqlab.runtime.precision import autocast
+from seqlab.runtime.progress import progress
+from seqlab.storage.atomic import atomic_write_text
+from seqlab.storage.outputs import FILE_RULE, RULE
+from seqlab.storage.rundir import RunDir
+from seqlab.storage.text import check_line_breaks, own_data, read_lines
 from seqlab.tasks.base import Experiment, Predictor, Run, as_batch, load_weights
 from seqlab.tasks.options import Option
 from seqlab.tasks.paper_bleu import paper_bleu
 from seqlab.tasks.report import Prediction, Report
-from seqlab.textio import check_line_breaks, own_data, read_lines
 from seqlab.tokens import BOS, EOS
 
 #: what :meth:`Translator.ensemble_with` takes: a run directory or a loaded run
@@ -216,7 +216,7 @@ def score_translations(
 # ------------------------------------------------------------------------------ inference
 def as_sentences(items: Any, what: str = "sentence") -> tuple[list[str], bool]:
     """:func:`~seqlab.tasks.base.as_batch` for text: every item must be a string holding no line
-    break other than ``\\n`` (:func:`~seqlab.textio.check_line_breaks`)."""
+    break other than ``\\n`` (:func:`~seqlab.storage.text.check_line_breaks`)."""
     batch, single = as_batch(items, what)
     for i, item in enumerate(batch):
         if not isinstance(item, str):
@@ -963,8 +963,8 @@ class Translator(Predictor):
         options = {"beam": beam, "length_penalty": length_penalty}
         self.check("evaluate", {**options, "engine": engine, "quantize": quantize})
         if output:  # before any work: never a run's own file, nor one being read
-            from seqlab.io import check_replaceable
-            from seqlab.outputs import check_not_input, check_not_run_file
+            from seqlab.storage.atomic import check_replaceable
+            from seqlab.storage.outputs import check_not_input, check_not_run_file
 
             check_replaceable(output, "output")
             check_not_run_file(output, "output")

@@ -12,7 +12,7 @@ from typing import Any
 from tqdm import tqdm
 
 from seqlab.errors import CheckpointError
-from seqlab.io import atomic_write_text
+from seqlab.storage.atomic import atomic_write_text
 from seqlab.training.trainer import Callback, Trainer
 
 

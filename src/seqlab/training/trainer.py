@@ -45,14 +45,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqlab.checkpoints import load_model_weights, load_safetensors, read_json, read_meta
 from seqlab.config import TrainConfig
-from seqlab.errors import CheckpointError, SeqlabError, TrainingInterrupted
+from seqlab.errors import SeqlabError, TrainingInterrupted
 from seqlab.nn.losses import perplexity
 from seqlab.objective import Batches, LossFn, LossOutput, Selection
-from seqlab.precision import Resolved, autocast, resolve_precision
-from seqlab.rundir import RunDir
-from seqlab.training import checkpoint as ckpt
+from seqlab.runtime.precision import Resolved, autocast, resolve_precision
+from seqlab.storage import checkpoints as ckpt
 from seqlab.training import distributed as dist
 from seqlab.training.optim import LRSchedule, Plateau, build_optimizer
 
@@ -156,7 +154,6 @@ class Trainer:
         precision: Resolved | None = None,
     ) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.rundir = RunDir(self.run_dir)
         self.device = resolve_device(cfg.device)
         self.rank, self.world = dist.setup(self.device)
         self.data = dist.RankBatches(train_data, self.rank, self.world)
@@ -189,7 +186,7 @@ class Trainer:
     def fit(self, resume: bool = False) -> dict[str, Any]:
         """Train until the step/epoch budget, the time budget or early stopping ends it."""
         if resume:
-            self.restore(self.rundir.resume_checkpoint())
+            self.restore(ckpt.resume_from(self.run_dir))
         for cb in self.callbacks:
             cb.on_train_start(self)
         window = _Window()
@@ -373,7 +370,7 @@ class Trainer:
                 f"train.grad_clip) and continue from that checkpoint: seqlab train --resume "
                 f"{self.run_dir} train.lr=<lower>"
             )
-        elif self.rundir.pointer("latest") is None:
+        elif ckpt.pointer(self.run_dir, "latest") is None:
             advice = (
                 "no checkpoint was written yet. Start again with a lower train.lr (or set "
                 "train.grad_clip)"
@@ -388,15 +385,12 @@ class Trainer:
     def last_good_checkpoint(self) -> Path | None:
         """The checkpoint ``--resume`` continues from (the latest), if its validation metrics
         were finite (or it was not validated: a checkpoint's weights are always finite)."""
-        latest = self.rundir.pointer("latest")
-        if latest is None:
-            return None
-        path = self.rundir.step_dir(latest)
-        try:
-            meta = read_json(path / "meta.json")
-        except CheckpointError:
-            return None  # unreadable: resuming from it would fail
-        history = meta.get("history") if isinstance(meta, dict) else None
+        found = ckpt.latest_with_meta(self.run_dir)
+        if found is None:
+            return None  # none, or unreadable: resuming from it would fail
+        path, meta = found
+        latest = ckpt.pointer(self.run_dir, "latest")
+        history = meta.get("history")
         for record in history if isinstance(history, list) else []:
             bad = isinstance(record, dict) and _non_finite(record, self.select.metric)
             if bad and record.get("step") == latest:
@@ -428,7 +422,7 @@ class Trainer:
         try:
             yield
         except KeyboardInterrupt:
-            latest = self.rundir.pointer("latest")
+            latest = ckpt.pointer(self.run_dir, "latest")
             lost = f"the steps since step {latest}" if latest is not None else "all steps"
             raise TrainingInterrupted(
                 f"aborted at step {self.pos.step}; {lost} are lost. "
@@ -440,7 +434,7 @@ class Trainer:
     def interrupted(self) -> None:
         """Save a checkpoint at the step just finished (all processes), then stop and say how to
         resume. The position, RNG and carried state are those after the step: resume is exact."""
-        if self.rundir.pointer("latest") != self.pos.step:
+        if ckpt.pointer(self.run_dir, "latest") != self.pos.step:
             self.save_checkpoint(is_best=False)
         raise TrainingInterrupted(
             f"interrupted; saved a checkpoint at step {self.pos.step}. "
@@ -506,7 +500,7 @@ class Trainer:
         and it alone decides (``"final"`` in the result holds both); ``evaluate`` still records
         the average's metrics on the scale of the training history.
         """
-        steps = [s for s in self.rundir.steps() if not self.rundir.is_average(s)][-n:]
+        steps = ckpt.trained_steps(self.run_dir)[-n:]
         if len(steps) < 2:
             return {
                 "skipped": f"only {len(steps)} trained checkpoint(s) saved; validate or save "
@@ -514,13 +508,13 @@ class Trainer:
             }
         fewer = len(steps) < n
         note = f"average of {len(steps)}, not {n}: only {len(steps)} trained checkpoints are there"
-        state = ckpt.average_checkpoints([self.rundir.step_dir(s) for s in steps])
+        state = ckpt.average(self.run_dir, steps)
         metrics: dict[str, Any] = {}
         better = False
         if dist.is_main() and self.evaluate_fn is not None:
             final: dict[str, Any] = {}
             if self.final_evaluate_fn is not None:
-                load_model_weights(self.model, self.rundir.checkpoint("best"))
+                ckpt.load_model_weights(self.model, ckpt.find(self.run_dir, "best"))
                 final["best"] = self.evaluate(self.final_evaluate_fn)
             self.model.load_state_dict(state)
             metrics = self.evaluate()
@@ -548,82 +542,61 @@ class Trainer:
             raise TrainingDiverged(
                 f"the weights hold NaN or infinite values at step {self.pos.step}; not saved"
             )
-        tmp = ckpt.begin_checkpoint(self.run_dir, self.pos.step) if dist.is_main() else None
-        tmp_name = [str(tmp) if tmp else ""]
-        if self.world > 1:
-            torch.distributed.broadcast_object_list(tmp_name, src=0)
-        tmp = Path(tmp_name[0])
-        rank_state = {"rng": ckpt.torch_rng_state(), "carry": self.carry}
-        ckpt.save_tree(rank_state, tmp / f"rank{self.rank}.safetensors")
-        if dist.is_main():
-            ckpt.save_model_weights(self.model, tmp / "model.safetensors")
-            opt_skeleton = ckpt.save_tree(
-                self.optimizer.state_dict(), tmp / "optimizer.safetensors"
-            )
-            ckpt.write_meta(
-                tmp,
-                {
-                    "step": self.pos.step,
-                    "epoch": self.pos.epoch,
-                    "batch": self.pos.batch,
-                    "best": self.pos.best,
-                    "evals_since_best": self.pos.evals_since_best,
-                    "history": self.pos.history,
-                    "world_size": self.world,
-                    "accumulate": self.cfg.accumulate,
-                    "elapsed_s": self.elapsed(),
-                    "finished": self.stop_reason,
-                    "precision": self.precision.precision,
-                    "optimizer": opt_skeleton,
-                    "rank_state": ckpt.flatten_tensors(rank_state)[1],
-                    "schedule": self.schedule.state_dict(),
-                    "plateau": self.plateau.state_dict() if self.plateau else None,
-                    **({"averaged_steps": averaged_steps} if averaged_steps else {}),
-                    **self.extra_meta,
-                },
-            )
-        dist.barrier()
-        if dist.is_main():
-            kept = self.cfg.checkpoints_kept  # keep_last, or average_last when that is more
-            ckpt.commit_checkpoint(self.run_dir, tmp, self.pos.step, is_best, kept)
-        dist.barrier()
+        state = ckpt.TrainingState(
+            step=self.pos.step,
+            epoch=self.pos.epoch,
+            batch=self.pos.batch,
+            best=self.pos.best,
+            evals_since_best=self.pos.evals_since_best,
+            history=self.pos.history,
+            schedule=self.schedule.state_dict(),
+            plateau=self.plateau.state_dict() if self.plateau else None,
+            world_size=self.world,
+            accumulate=self.cfg.accumulate,
+            elapsed_s=self.elapsed(),
+            finished=self.stop_reason,
+            precision=self.precision.precision,
+            averaged_steps=averaged_steps,
+            extra=self.extra_meta,
+        )
+        ckpt.save(
+            self.run_dir,
+            state,
+            self.model,
+            self.optimizer,
+            self.carry,
+            is_best=is_best,
+            keep_last=self.cfg.checkpoints_kept,  # keep_last, or average_last when that is more
+            rank=self.rank,
+            share=dist.same_on_all_ranks,
+            barrier=dist.barrier,
+        )
 
     def restore(self, path: Path) -> None:
         """Continue from the checkpoint at ``path`` (same processes, same accumulation)."""
-        meta = read_meta(path)
-        for key, mine in (("world_size", self.world), ("accumulate", self.cfg.accumulate)):
-            if meta.get(key, 1) != mine:
-                raise CheckpointError(
-                    f"{path} was written with {key}={meta.get(key, 1)}; resume with the same "
-                    f"(this run has {mine}) so that the minibatches line up"
-                )
-        load_model_weights(self.model, path)
-        opt_state = ckpt.unflatten_tensors(
-            meta["optimizer"], load_safetensors(path / "optimizer.safetensors")
+        state, carry = ckpt.restore(
+            path,
+            self.model,
+            self.optimizer,
+            run_dir=self.run_dir,
+            rank=self.rank,
+            world_size=self.world,
+            accumulate=self.cfg.accumulate,
         )
-        self.optimizer.load_state_dict(opt_state)
-        self.schedule.load_state_dict(meta["schedule"])
-        if self.plateau is not None and meta.get("plateau"):
-            self.plateau.load_state_dict(meta["plateau"])
-        rank_state = ckpt.unflatten_tensors(
-            meta["rank_state"], load_safetensors(path / f"rank{self.rank}.safetensors")
-        )
-        ckpt.set_torch_rng_state(rank_state["rng"])
-        self.carry = dist.to_device(rank_state["carry"], self.device)
+        self.schedule.load_state_dict(state.schedule)
+        if self.plateau is not None and state.plateau:
+            self.plateau.load_state_dict(state.plateau)
+        self.carry = dist.to_device(carry, self.device)
         # the time budget (train.max_minutes) counts the time already spent before the restart
-        self.started = time.monotonic() - float(meta.get("elapsed_s", 0.0))
+        self.started = time.monotonic() - state.elapsed_s
         self.pos = Position(
-            step=meta["step"],
-            epoch=meta["epoch"],
-            batch=meta["batch"],
-            best=meta["best"],
-            evals_since_best=meta["evals_since_best"],
-            history=list(meta["history"]),
+            step=state.step,
+            epoch=state.epoch,
+            batch=state.batch,
+            best=state.best,
+            evals_since_best=state.evals_since_best,
+            history=state.history,
         )
-        best = self.rundir.pointer("best")
-        if best is not None and best > self.pos.step and self.rundir.is_average(best):
-            # the end-of-training average kept as the best: later checkpoints must beat it
-            self.pos.best = read_meta(self.rundir.step_dir(best))["best"]
         reason = self.budget_reason()
         patience = self.cfg.early_stopping_patience
         if patience and self.pos.evals_since_best >= patience:

@@ -23,15 +23,15 @@ from seqlab.config import ExperimentConfig
 from seqlab.data.classification import ClassBatch, ClassificationBatches, label_ids
 from seqlab.data.vocab import quiet_unknown
 from seqlab.errors import CheckpointError, SeqlabError
-from seqlab.io import atomic_write_json
-from seqlab.outputs import FILE_RULE, RULE
-from seqlab.precision import Resolved, autocast
+from seqlab.runtime.precision import Resolved, autocast
+from seqlab.storage.atomic import atomic_write_json
+from seqlab.storage.outputs import FILE_RULE, RULE
+from seqlab.storage.text import own_data
 from seqlab.tasks.base import Predictor, Run, as_batch
 from seqlab.tasks.classification import splits
 from seqlab.tasks.classification.metrics import ClassificationReport, classification_metrics
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction
-from seqlab.textio import own_data
 
 ARTEFACTS = ("classes.json", "vocab.json", "tokenizer.json")
 CLASSES_FORMAT = "seqlab.classes/1"
@@ -51,7 +51,7 @@ class Classes:
 
     @classmethod
     def load(cls, path: Path) -> Classes:
-        from seqlab.io import read_format_json
+        from seqlab.storage.atomic import read_format_json
 
         data = read_format_json(path, CLASSES_FORMAT, "classes file")
         labels = data.get("labels")
@@ -132,11 +132,12 @@ class Classifier(Predictor):
     commands: ClassVar[tuple[str, ...]] = ("classify", "evaluate")
     options: ClassVar[tuple[Option, ...]] = (
         Option(
-            "--confusion-png",
+            "--png",
             f"draw the confusion matrix into FILE: {FILE_RULE}",
             ("evaluate",),
             role="figure",
             metavar="FILE",
+            dest="confusion_png",
             figure="confusion matrix",
         ),
         Option(

@@ -49,7 +49,7 @@ class ImageClassifier(Classifier):
     usage: ClassVar[dict[str, str]] = {
         "evaluate": "an image classifier is scored on a --split of its dataset",
         "classify": "give image files to classify (PNG, JPEG, ...): seqlab classify "
-        "--checkpoint RUN a.png b.png, or --input LIST",
+        "--run RUN_DIR a.png b.png, or --input LIST",
     }
 
     @classmethod

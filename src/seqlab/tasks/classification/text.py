@@ -29,6 +29,7 @@ from seqlab.data.vocab import (
 )
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
+from seqlab.storage.text import check_line_breaks, read_lines
 from seqlab.tasks.base import Run, load_weights
 from seqlab.tasks.classification import splits
 from seqlab.tasks.classification.base import (
@@ -38,7 +39,6 @@ from seqlab.tasks.classification.base import (
     attention_layers,
 )
 from seqlab.tasks.options import Option
-from seqlab.textio import check_line_breaks, read_lines
 from seqlab.tokens import UNK
 
 
@@ -113,7 +113,7 @@ class TextClassifier(Classifier):
 
     def check_texts(self, items: Sequence[Any] | Tensor) -> None:
         """Refuse what is not a sentence the model can read: a non-string, a blank one, one
-        holding a line break other than ``\\n`` (:func:`~seqlab.textio.check_line_breaks`)."""
+        holding a line break other than ``\\n`` (:func:`~seqlab.storage.text.check_line_breaks`)."""
         if isinstance(items, Tensor) or any(not isinstance(s, str) for s in items):
             raise SeqlabError("this is a text classifier: give it sentences (strings)")
         blank = [i for i, s in enumerate(items) if not s.strip()]

@@ -19,7 +19,7 @@ from seqlab.config import ExperimentConfig
 from seqlab.data.classification import ClassBatch, ClassificationBatches
 from seqlab.models import build_model
 from seqlab.objective import LossFn, LossOutput, Selection
-from seqlab.progress import progress
+from seqlab.runtime.progress import progress
 from seqlab.tasks.base import Experiment
 from seqlab.tasks.classification.base import Classifier, forward_batches
 from seqlab.tasks.classification.metrics import classification_metrics

@@ -4,8 +4,8 @@ Every file seqlab writes for a command is recorded as seqlab's with its SHA-256;
 recorded and unchanged since is ever replaced or removed. Anything else at an output path is the
 user's: the command is refused before any work, naming it, and nothing is written.
 
-- A single file (``curves --out``, ``data stats --plot``, ``evaluate --output/--plot/
-  --confusion-png``, ``forecast --png``; :func:`output_file`): an existing file is replaced only
+- A single file (``curves --png``, ``data stats --png``, ``evaluate --output/--png``,
+  ``forecast --png``; :func:`output_file`): an existing file is replaced only
   if ``.seqlab-files.json`` beside it lists it (``{"format": "seqlab.files/1", "files": {NAME:
   SHA-256}}``, one per folder, merged under a lock on the folder so that commands writing other
   files there at once keep each other's entries) or an output folder's manifest does, or when the
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.errors import SeqlabError
-from seqlab.io import atomic_write_json
+from seqlab.storage.atomic import atomic_write_json
 
 MANIFEST = ".seqlab-output.json"
 FORMAT = "seqlab.output/1"
@@ -86,7 +86,7 @@ def check_not_run_file(path: str | Path, what: str) -> Path:
     Raises:
         SeqlabError: naming the run and its file (nothing is written).
     """
-    from seqlab.rundir import RunDir
+    from seqlab.storage.rundir import RunDir
 
     path = Path(path)
     full = Path(os.path.realpath(path.parent)) / path.name

@@ -9,17 +9,19 @@ A run directory is a complete model (a trained one is all :func:`seqlab.load` ne
       metrics.jsonl, curves.png    one JSON object per log line; the training curves
       checkpoints/
         step-00001200/             model.safetensors, optimizer.safetensors, rank0.safetensors,
-                                   meta.json (see seqlab.checkpoints)
+                                   meta.json (see seqlab.storage.checkpoints)
         latest.json, best.json     {"step": ...} pointers, replaced atomically
       exports/ctranslate2-step-…   the model exported for another engine, once per checkpoint
       .lock                        held by the one process writing the run (RunLock)
 
 :class:`RunDir` names these files and answers every question about them: is this a seqlab run,
 which checkpoint is ``best``/``latest``/step N, which training precision it recorded, may a new run
-go here, may an earlier run here be replaced. Training (:mod:`seqlab.experiment`, the trainer's
-checkpoint writer :mod:`seqlab.training.checkpoint`), loading (:func:`seqlab.load`), the demos and
-export all go through it. This module sits below both ``tasks/`` and ``training/`` and imports
-neither: the task artefacts it must know are passed in (``seqlab.tasks.artefacts()``).
+go here, may an earlier run here be replaced. What is inside ``checkpoints/`` (the step folders,
+their files, the pointers) is named in one place, :mod:`seqlab.storage.checkpoints`, which
+writes and reads them; :class:`RunDir` asks it. Training (:mod:`seqlab.experiment`), loading
+(:func:`seqlab.load`), the demos and export all go through it. This module sits below both
+``tasks/`` and ``training/`` and imports neither: the task artefacts it must know are passed in
+(``seqlab.tasks.artefacts()``).
 """
 
 from __future__ import annotations
@@ -31,17 +33,16 @@ import json
 import math
 import os
 import shutil
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from seqlab.checkpoints import read_json, read_meta
 from seqlab.config import ExperimentConfig, load_config, save_config
 from seqlab.errors import CheckpointError, ConfigError, SeqlabError
-from seqlab.io import atomic_write_json
+from seqlab.storage import checkpoints
+from seqlab.storage.atomic import atomic_write_json
 
 LOCK_NAME = ".lock"
 
@@ -192,7 +193,7 @@ class RunDir:
     CONFIG = "config.yaml"
     METRICS = "metrics.jsonl"
     CURVES = "curves.png"
-    CHECKPOINTS = "checkpoints"
+    CHECKPOINTS = checkpoints.FOLDER
     EXPORTS = "exports"
     LOCK = LOCK_NAME
     #: what seqlab writes into every run, besides the task's artefacts
@@ -219,7 +220,7 @@ class RunDir:
     @property
     def checkpoints(self) -> Path:
         """The folder of the checkpoints and their ``latest``/``best`` pointers."""
-        return self.path / self.CHECKPOINTS
+        return checkpoints.folder(self.path)
 
     # ----------------------------------------------------------------------- the marker
     def read_marker(self) -> dict[str, Any] | None:
@@ -250,7 +251,7 @@ class RunDir:
         info = self.read_marker() or {}
         recorded = (info.get("precision") or {}).get("train")
         if recorded is None and self.steps():
-            recorded = read_meta(self.checkpoint("latest")).get("precision")
+            recorded = checkpoints.read_meta(self.checkpoint("latest")).get("precision")
         return recorded
 
     # ----------------------------------------------------------------------- the config
@@ -270,110 +271,34 @@ class RunDir:
         save_config(cfg, self.config_path)
 
     # ------------------------------------------------------------------- the checkpoints
-    @staticmethod
-    def step_name(step: int) -> str:
-        return f"step-{step:08d}"
-
+    # where the checkpoints are and which is which: :mod:`seqlab.storage.checkpoints`, asked
     def step_dir(self, step: int) -> Path:
         """The folder of the checkpoint saved at ``step`` (it may not exist)."""
-        return self.checkpoints / self.step_name(step)
+        return checkpoints.step_dir(self.path, step)
 
     def steps(self) -> list[int]:
         """The steps of the complete checkpoints kept, in order."""
-        if not self.checkpoints.is_dir():
-            return []
-        return sorted(
-            int(p.name[5:])
-            for p in self.checkpoints.glob("step-*")
-            if p.name[5:].isdigit() and p.is_dir()
-        )
+        return checkpoints.steps(self.path)
 
     def is_average(self, step: int) -> bool:
-        """Whether the checkpoint of ``step`` is an end-of-training average (Vaswani et al. 2017
-        §6.1) rather than a state training reached."""
-        path = self.step_dir(step) / "meta.json"
-        meta = read_json(path, "checkpoint metadata") if path.is_file() else None
-        return isinstance(meta, dict) and bool(meta.get("averaged_steps"))
+        """Whether the checkpoint of ``step`` is an end-of-training average
+        (:func:`seqlab.storage.checkpoints.is_average`)."""
+        return checkpoints.is_average(self.path, step)
 
     def resume_checkpoint(self) -> Path:
-        """The checkpoint a resumed run continues from: the latest, or, when the latest is the
-        average saved at the end of training, the last trained checkpoint it averaged (training
-        further continues the trajectory, not the average)."""
-        path = self.checkpoint("latest")
-        averaged = read_meta(path).get("averaged_steps")
-        if not averaged:
-            return path
-        last = self.step_dir(averaged[-1])
-        if not last.is_dir():
-            raise CheckpointError(
-                f"{path} is the end-of-training average of steps {averaged}; training continues "
-                f"from the last of them, but {last} is missing (kept steps: {self.steps()})"
-            )
-        return last
+        """The checkpoint a resumed run continues from
+        (:func:`seqlab.storage.checkpoints.resume_from`)."""
+        return checkpoints.resume_from(self.path)
 
     def pointer(self, which: str) -> int | None:
-        """The step ``latest.json`` or ``best.json`` points to, None if there is none.
-
-        Raises:
-            CheckpointError: the pointer file is damaged.
-        """
-        path = self.checkpoints / f"{which}.json"
-        if not path.is_file():
-            return None
-        data = read_json(path, f"{which} checkpoint pointer")
-        step = data.get("step") if isinstance(data, dict) else None
-        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-            raise CheckpointError(f'{path}: expected {{"step": <number>}}, got {str(data)[:80]}')
-        return step
+        """The step ``latest.json`` or ``best.json`` points to, None if there is none
+        (:func:`seqlab.storage.checkpoints.pointer`)."""
+        return checkpoints.pointer(self.path, which)
 
     def checkpoint(self, which: str = "best") -> Path:
-        """The folder of the ``best`` or ``latest`` checkpoint (``which`` may be a step).
-
-        ``best`` of a run that has not validated yet (stopped before its first evaluation) is the
-        latest checkpoint, with a warning. A run that did record a best result but whose
-        ``best.json`` is gone is an error: the latest checkpoint is never passed off as the best.
-        """
-        if not self.path.is_dir():
-            raise CheckpointError(f"run directory not found: {self.path}")
-        if isinstance(which, int) and not isinstance(which, bool) and which >= 0:
-            which = str(which)  # a step number given as a number (the Python API)
-        if not isinstance(which, str) or not which.isdigit() and which not in ("best", "latest"):
-            raise CheckpointError(
-                f"which checkpoint: best, latest or a step number, not {str(which)[:40]!r}"
-            )
-        step = int(which) if which.isdigit() else self.pointer(which)
-        if step is None and which == "best":
-            step = self._latest_as_best()
-        if step is None:
-            raise CheckpointError(
-                f"{self.path} has no checkpoints (no {self.checkpoints / 'latest.json'})"
-            )
-        path = self.step_dir(step)
-        if not path.is_dir():
-            raise CheckpointError(f"checkpoint {path} is missing (available steps: {self.steps()})")
-        return path
-
-    def _latest_as_best(self) -> int | None:
-        """The latest step, when the run has no ``best.json`` because it never validated."""
-        latest = self.pointer("latest")
-        if latest is None:
-            return None
-        path = self.checkpoints / "best.json"
-        folder = self.step_dir(latest)
-        best = read_meta(folder).get("best") if folder.is_dir() else None
-        if best is not None:
-            raise CheckpointError(
-                f"{path} is missing, but the run has validated (its best result: {best:.6g}), "
-                "so the best checkpoint is unknown; seqlab will not use another in its place: "
-                f"pass --which latest (step {latest}) or a step number (kept: "
-                f"{', '.join(map(str, self.steps()))})"
-            )
-        warnings.warn(
-            f"{self.path} has no validated checkpoint yet (no {path}): using the latest, step "
-            f"{latest}",
-            stacklevel=3,
-        )
-        return latest
+        """The folder of the ``best`` or ``latest`` checkpoint (``which`` may be a step;
+        :func:`seqlab.storage.checkpoints.find`)."""
+        return checkpoints.find(self.path, which)
 
     def open(self, which: str = "best") -> Run:
         """The run's config and its ``best``/``latest``/numbered checkpoint, for inference.
@@ -384,7 +309,7 @@ class RunDir:
         """
         cfg = self.read_config()
         path = self.checkpoint(which)
-        meta = read_meta(path)
+        meta = checkpoints.read_meta(path)
         if meta.get("arch") != cfg.model.arch:
             raise CheckpointError(
                 f"{path}: written for model.arch={meta.get('arch')!r}, but "

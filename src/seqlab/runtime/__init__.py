@@ -1,0 +1,4 @@
+"""How seqlab runs on a machine: the numeric precision the hardware runs natively
+(:mod:`~seqlab.runtime.precision`), the machine a measurement ran on
+(:mod:`~seqlab.runtime.machine`), and progress bars on a terminal only
+(:mod:`~seqlab.runtime.progress`)."""
