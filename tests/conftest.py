@@ -133,6 +133,21 @@ def tiny_runs(tmp_path_factory):
     return TinyRuns(tmp_path_factory.mktemp("tiny-runs"))
 
 
+@pytest.fixture(scope="module")
+def runs(tiny_runs, request):
+    """A few tiny runs trained for 2-4 steps, by short name (``runs / "mt"``), and the files they
+    were trained on (``runs / "corpus.txt"``): see ``RunsByName`` in tiny_runs.py. ``mt`` is a
+    Bahdanau model unless the test file sets ``RUNS_MT`` (``"transformer-dates-2"``)."""
+    return tiny_runs.view(
+        lm="lm-2",
+        mt=getattr(request.module, "RUNS_MT", "bahdanau-2"),
+        s2s="seq2seq-2",
+        tf="transformer-2",
+        cls="cls-short",
+        fc="fc-val",
+    )
+
+
 def tiny_dates_transformer(data=None, train=None):
     """A raw config: a 1+1-layer, 16-wide Transformer on generated dates (character tokens),
     trained for a few steps; ``data`` and ``train`` keys are added to the defaults."""

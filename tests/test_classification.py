@@ -12,8 +12,10 @@ import pytest
 import torch
 
 import seqlab
+from cli_checks import fails, succeeds
 from conftest import png_claiming, run_offline
 from precision_helpers import PRECISIONS, assert_close_in, computing_in
+from seqlab import load
 from seqlab.config import (
     CNNTextConfig,
     RNNClassifierConfig,
@@ -473,3 +475,44 @@ def test_unknown_words_are_named_on_the_api_the_command_line_and_in_evaluate(
         "their labels come from nothing they say",
         f"{src}:2: {told}",
     ]
+
+
+def test_layer_without_attention_png_and_unknown_sentences_are_reported(tiny_runs):
+    model = load(tiny_runs["cls"])  # a text classifier
+    with pytest.raises(SeqlabError, match="--layer picks the layer that --attention-png draws"):
+        model.check("classify", {"layer": 0, "attention_png": None})
+    model.check("classify", {"layer": -1, "attention_png": None})  # the default: fine
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.classify(["zzzqqq xxyyzz"])
+    assert any("hold no token the model knows" in str(w.message) for w in caught)
+
+
+def test_classify_skips_blank_lines_with_a_warning(runs, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("a great film\n\n   \nan awful film\n")
+    with pytest.warns(UserWarning, match=r"skipped 2 blank line\(s\) of .*in.txt \(lines 2, 3\)"):
+        out = succeeds(capsys, ["classify", "--run", runs / "cls", "--input", src]).out
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [r[2] for r in rows] == ["a great film", "an awful film"]
+    cls = load(runs / "cls")
+    with pytest.raises(SeqlabError, match="sentence 1 .* is blank"):
+        cls.classify(["a great film", " "])
+    labels = tmp_path / "labels.txt"
+    labels.write_text("pos\nneg\nneg\nneg\n")
+    fails(
+        capsys,
+        ["evaluate", "--run", runs / "cls", "--src", src, "--labels", labels],
+        "blank",
+    )
+
+
+def test_classify_warns_when_it_cuts_a_long_line(runs, tmp_path, capsys):
+    long = "a great film " * 10  # 30 tokens, data.max_len is 8
+    src = tmp_path / "in.txt"
+    src.write_text(f"{long}\na great film\n")
+    with pytest.warns(UserWarning, match="truncated 1 of 2 input sentences to data.max_len=8"):
+        succeeds(capsys, ["classify", "--run", runs / "cls", "--input", src])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # short lines: no warning
+        load(runs / "cls").classify(["a great film"])

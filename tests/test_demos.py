@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from cli_checks import fails
 from seqlab.cli import main
 from seqlab.demos import summary as S
 from seqlab.demos.kernel_regression import kernel_regression_demo
@@ -298,3 +299,11 @@ def test_diagnose_bench_and_ngram_print_rounded_sentences(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"1-gram: validation perplexity {S.num(ppl)} (" in printed
     assert "perplexity falls with each order: holds" in printed and not long_floats(printed)
+
+
+def test_demo_never_deletes_a_users_folder(tmp_path, capsys):
+    mine = tmp_path / "out" / "bahdanau"
+    mine.mkdir(parents=True)
+    (mine / "thesis.tex").write_text("precious")
+    fails(capsys, ["demo", "dates", "--out", tmp_path / "out"], mine, "nothing was deleted")
+    assert (mine / "thesis.tex").read_text() == "precious"

@@ -1,6 +1,10 @@
 """CTranslate2 export: the engine computes seqlab's probabilities and decodes the same outputs."""
 
 import builtins
+import importlib.util
+import json
+import math
+import os
 import shutil
 import threading
 import time
@@ -8,6 +12,7 @@ import time
 import pytest
 import torch
 
+from cli_checks import fails, snapshot, succeeds, users_folder
 from precision_helpers import PRECISIONS, SCORE_TOL, assert_same_outputs, computing_in
 from seqlab import load
 from seqlab.cli import main
@@ -21,6 +26,9 @@ from seqlab.tokens import BOS, EOS
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from seqlab.export.ctranslate2 import CTranslate2Engine, export_ctranslate2  # noqa: E402
+
+#: the ``runs`` fixture's translation model: a Transformer, as an export needs
+RUNS_MT = "transformer-dates-2"
 
 LIMITS = {"max_len_a": 0.0, "max_len_b": 12}
 
@@ -330,3 +338,119 @@ def test_a_missing_package_says_how_to_install(monkeypatch, exported, tmp_path, 
     shutil.copytree(m.run.run_dir, run)
     assert main(["translate", "--run", str(run), "--engine", "ctranslate2"]) == 2
     assert "pip install ctranslate2" in capsys.readouterr().err
+
+
+def test_ctranslate2_equals_seqlab_when_the_length_limit_binds(runs, tmp_path):
+    pytest.importorskip("ctranslate2")
+    run = tmp_path / "tf"
+    shutil.copytree(runs / "tf", run)
+    m = load(run)  # hardly trained: every output runs to its limit
+    sentences = ["May 9, 1998", "1.3.1969", "saturday 9 may 1998", "x"]
+    for limits in ({"max_len_a": 0.0, "max_len_b": 3}, {"max_len_a": 0.5, "max_len_b": 1}):
+        m.cfg.decode.max_len_a, m.cfg.decode.max_len_b = limits["max_len_a"], limits["max_len_b"]
+        for beam, nbest in ((1, 1), (3, 3)):
+            ours = m.hypotheses(sentences, beam=beam, nbest=nbest)
+            theirs = m.hypotheses(sentences, beam=beam, nbest=nbest, engine="ctranslate2")
+            bound = 0
+            for a, b, s in zip(ours, theirs, sentences, strict=True):
+                limit = math.floor(limits["max_len_a"] * len(m.source_ids(s)) + limits["max_len_b"])
+                bound += sum(len(h.tokens) == limit for h in a)
+                assert [h.tokens for h in a] == [h.tokens for h in b]
+                for h, k in zip(a, b, strict=True):
+                    assert k.score == pytest.approx(h.score, abs=1e-4)
+            assert bound >= len(sentences)  # the limit binds
+
+
+def test_a_compute_type_the_cpu_cannot_run_is_refused(runs, tmp_path, capsys, monkeypatch):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    monkeypatch.setattr(ctranslate2, "get_supported_compute_types", lambda d: {"float32", "int8"})
+    run = tmp_path / "tf"
+    shutil.copytree(runs / "tf", run)
+    src = tmp_path / "in.txt"
+    src.write_text("May 9, 1998\n")
+    base = ["translate", "--run", run, "--input", src, "--engine", "ctranslate2"]
+    for kind in ("bfloat16", "int16"):
+        fails(capsys, [*base, "--quantize", kind], f"--quantize {kind}", "supports: float32, int8")
+        with pytest.raises(SeqlabError, match="supports"):
+            load(run).translate(["May 9, 1998"], engine="ctranslate2", quantize=kind)
+    assert not (run / "exports").exists()  # refused before any export
+    succeeds(capsys, [*base, "--quantize", "int8"])
+
+
+EXPORT = ["export", "--format", "ctranslate2", "--run"]
+
+
+needs_ct2 = pytest.mark.skipif(
+    importlib.util.find_spec("ctranslate2") is None, reason="ctranslate2 is not installed"
+)
+
+
+@needs_ct2
+def test_export_refuses_a_folder_holding_the_users_files(runs, tmp_path, capsys):
+    out = tmp_path / "mine"
+    before = users_folder(out, **{"notes.txt": "precious", "model.bin": "my own model"})
+    fails(capsys, [*EXPORT, runs / "mt", "--out", out], out, "notes.txt", "not an earlier")
+    assert snapshot(out) == before
+
+
+@needs_ct2
+def test_export_refuses_the_current_directory_and_its_parents(runs, tmp_path, capsys, monkeypatch):
+    here = tmp_path / "my-folder" / "deeper"
+    before = users_folder(here, **{"thesis.tex": "precious"})
+    monkeypatch.chdir(here)
+    fails(capsys, [*EXPORT, runs / "mt", "--out", "."], "current directory")
+    fails(capsys, [*EXPORT, runs / "mt", "--out", ".."], "current directory or holds it")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)  # even an empty current directory: it would be replaced
+    fails(capsys, [*EXPORT, runs / "mt", "--out", "."], "current directory")
+    assert snapshot(tmp_path / "my-folder" / "deeper") == before and empty.is_dir()
+
+
+@needs_ct2
+def test_export_refuses_the_run_being_exported_and_other_runs(runs, tmp_path, capsys):
+    run = tmp_path / "mt"
+    shutil.copytree(runs / "mt", run)
+    before = snapshot(run)
+    fails(capsys, [*EXPORT, run, "--out", run], "the run being exported")
+    fails(capsys, [*EXPORT, run, "--out", tmp_path], "holding the run being exported")
+    other = tmp_path / "lm"
+    shutil.copytree(runs / "lm", other)
+    other_before = snapshot(other)
+    fails(capsys, [*EXPORT, run, "--out", other], other, "training run")
+    assert snapshot(run) == before and snapshot(other) == other_before
+    assert main(["translate", "--run", str(run), "--input", os.devnull]) == 0
+
+
+@needs_ct2
+def test_export_replaces_only_its_own_earlier_export(runs, tmp_path, capsys):
+    out = tmp_path / "ct2"
+    assert main([*EXPORT, str(runs / "mt"), "--out", str(out)]) == 0
+    info = json.loads((out / "seqlab.json").read_text())
+    assert set(info["files"]) == {p.name for p in out.iterdir()} - {"seqlab.json"}
+    assert main([*EXPORT, str(runs / "mt"), "--out", str(out), "--quantize", "int8"]) == 0
+    assert json.loads((out / "seqlab.json").read_text())["quantization"] == "int8"
+    assert not list(tmp_path.glob(".ct2.*"))  # no temporary or set-aside folder left
+    capsys.readouterr()
+    (out / "README.md").write_text("my notes on this export")
+    fails(capsys, [*EXPORT, runs / "mt", "--out", out], "README.md", "did not write")
+    assert (out / "README.md").read_text() == "my notes on this export"
+    (out / "README.md").unlink()
+    (out / "config.json").write_text("{}")  # edited by the user since
+    fails(capsys, [*EXPORT, runs / "mt", "--out", out], "config.json", "changed since")
+    assert (out / "config.json").read_text() == "{}"
+
+
+@needs_ct2
+def test_export_refuses_a_symlink_and_the_library_keeps_the_same_rule(runs, tmp_path, capsys):
+    from seqlab.export.ctranslate2 import export_ctranslate2
+
+    target = tmp_path / "real"
+    before = users_folder(target, **{"a.txt": "mine"})
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    fails(capsys, [*EXPORT, runs / "mt", "--out", link], "symbolic link")
+    m = load(runs / "mt")
+    with pytest.raises(SeqlabError, match="not an earlier CTranslate2 export"):
+        export_ctranslate2(m.model, len(m.vocabs.src_vocab), len(m.vocabs.tgt_vocab), target)
+    assert link.is_symlink() and snapshot(target) == before

@@ -1,18 +1,22 @@
 """Forecasting: windows and splits without leakage, k-step prediction, CSV input, the CLI."""
 
 import json
+import math
 import shutil
 
 import pytest
 import torch
 
+from cli_checks import fails, succeeds, write_yaml
 from conftest import run_offline
 from seqlab import load
 from seqlab.config import ARConfig, config_from_dict
 from seqlab.data.series import (
+    MAX_ABS_VALUE,
     Scaler,
     chronological_split,
     k_step_predictions,
+    parse_series_csv,
     read_series_csv,
     sine_series,
     windows,
@@ -21,6 +25,10 @@ from seqlab.errors import ConfigError, DataError, SeqlabError
 from seqlab.experiment import train
 from seqlab.models import build_model
 from seqlab.tasks.forecasting import build_experiment, horizon_errors, load_series, split_of
+
+
+def _series(n: int = 30) -> list[str]:
+    return [f"{math.sin(i / 5):.6f}" for i in range(n)]
 
 
 # ------------------------------------------------------------------- windows and splits
@@ -264,3 +272,99 @@ def test_forecast_cli_errors(sine_run, tmp_path):
         ["evaluate", "--run", str(sine_run), "--src", str(bad), "--ref", str(bad)], tmp_path
     )
     assert out.returncode != 0 and "a forecaster is scored on a --split" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("value\n" + "\n".join(v.replace(".", ",") for v in _series()), "2 field"),  # 0,5
+        ("t,value\n0,1\n1,2,3\n2,3\n3,4\n4,5\n", "3 field"),  # a ragged row
+        ("value\n1\n2\n\n3\n4\n5\n", "blank line between values"),  # a lost time step
+        ("value\n1\n2\n1_000\n4\n5\n", "not a number"),  # Python's digit grouping
+    ],
+)
+def test_series_csv_is_read_as_written_or_refused(text, problem):
+    with pytest.raises(DataError, match=problem):
+        parse_series_csv(text, "s.csv")
+
+
+def test_series_csv_blank_line_between_values_follows_missing_and_trailing_ones_are_ignored():
+    assert parse_series_csv("value\n1\n\n3\n", "s.csv", missing="interpolate") == [1, 2, 3]
+    assert parse_series_csv("value\n1\n\n3\n", "s.csv", missing="drop") == [1, 3]
+    assert parse_series_csv("value\n1\n2\n3\n\n\n", "s.csv") == [1, 2, 3]
+
+
+def test_forecast_that_diverges_is_refused_and_steps_are_bounded(tiny_runs):
+    fc = load(tiny_runs["fc"])
+    history = [math.sin(i / 5) for i in range(30)]
+    values = fc.forecast(history, 3)
+    assert len(values) == 3 and all(math.isfinite(v) for v in values)
+    with torch.no_grad():  # a model that doubles the last value: fed back, it diverges
+        for p in fc.model.parameters():
+            p.zero_()
+        [p for p in fc.model.parameters() if p.dim() == 2][-1][:, -1] = 2.0
+    with pytest.raises(SeqlabError, match="forecast diverges"):
+        fc.forecast(history, 200)
+    for steps in (0, 10_001, 2.5, True):
+        with pytest.raises(SeqlabError, match="steps must be a whole number from 1 to"):
+            fc.forecast(history, steps)
+
+
+def write_csv(path, text):
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("cell", ["1e300", "-1e16", "inf", "-Infinity", "1e309"])
+def test_series_values_must_be_finite_and_in_range(runs, tmp_path, capsys, cell):
+    csv_path = write_csv(tmp_path / "s.csv", f"t,v\n0,1\n1,{cell}\n2,3\n3,4\n4,5\n")
+    argv = ["forecast", "--run", runs / "fc", "--input", csv_path, "--horizon", "2"]
+    fails(capsys, argv, f"{csv_path}:3", repr(cell))
+    raw = {
+        "data": {"dataset": "series", "path": str(csv_path), "window": 2},
+        "model": {"arch": "ar"},
+        "train": {"max_steps": 1},
+    }
+    cfg = write_yaml(tmp_path / "c.yaml", raw)
+    fails(capsys, ["train", cfg, "--out", tmp_path / "r"], f"{csv_path}:3")
+    assert not (tmp_path / "r").exists()
+    ok = write_csv(tmp_path / "ok.csv", f"t,v\n0,1\n1,{MAX_ABS_VALUE}\n2,3\n3,4\n4,5\n")
+    assert len(read_series_csv(ok)) == 5
+
+
+def test_forecast_refuses_non_finite_history(runs):
+    model = load(runs / "fc")
+    for history in ([math.nan] * 30, [1.0, 2.0, math.inf, 4.0, 5.0], [1e300] * 8):
+        with pytest.raises(SeqlabError, match="history: value"):
+            model.forecast(history, 3)
+    with pytest.raises(SeqlabError, match="list"):
+        model.forecast("1,2,3,4,5", 3)
+    values = model.forecast([0.1 * i for i in range(10)], 3)
+    assert len(values) == 3 and all(math.isfinite(v) for v in values)
+    assert values == model.forecast(torch.tensor([0.1 * i for i in range(10)]), 3)
+
+
+def test_a_series_without_a_header_keeps_its_first_value(runs, tmp_path, capsys):
+    values = [0.5, 0.7, 0.2, 0.9, 0.4, 0.8]
+    bare = write_csv(tmp_path / "bare.csv", "".join(f"{v}\n" for v in values))
+    headed = write_csv(tmp_path / "headed.csv", "value\n" + "".join(f"{v}\n" for v in values))
+    two_cols = write_csv(tmp_path / "two.csv", "".join(f"{i},{v}\n" for i, v in enumerate(values)))
+    assert read_series_csv(bare) == values == read_series_csv(headed) == read_series_csv(two_cols)
+    base = ["forecast", "--run", runs / "fc", "--horizon", "2", "--json"]
+    a = json.loads(succeeds(capsys, [*base, "--input", bare]).out)
+    b = json.loads(succeeds(capsys, [*base, "--input", headed]).out)
+    assert a["history"] == b["history"] == 6 and a["forecast"] == b["forecast"]
+    fails(capsys, [*base, "--input", bare, "--column", "value"], f"{bare}:1", "no header")
+    with pytest.raises(DataError, match="no column 'x'"):
+        read_series_csv(headed, "x")
+
+
+def test_evaluate_horizon_is_bounded_by_the_split(runs, capsys):
+    base = ["evaluate", "--run", runs / "fc", "--json"]
+    fails(capsys, [*base, "--horizon", "100000"], "--horizon", "from 1 to 40", "40 target steps")
+    result = json.loads(succeeds(capsys, [*base, "--horizon", "40"]).out)
+    assert result["horizons"][-1] == 40
+    fc = load(runs / "fc")
+    assert fc.evaluate_split("val", horizons=None)["horizons"] == list(range(1, 13))
+    with pytest.raises(SeqlabError, match="horizons"):
+        fc.evaluate_split("test", horizons=0)

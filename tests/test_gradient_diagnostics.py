@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from conftest import run_offline
 from seqlab.analysis.gradients import (
     measure_gradient_norms,
     plot_gradient_norms,
@@ -114,3 +115,13 @@ def test_gated_cells_have_no_plain_bound():
     from seqlab.analysis.gradients import gradient_bound
 
     assert gradient_bound("gru", [1.0, 1.0]) is None
+
+
+def test_sizes_too_large_for_memory_are_one_line_errors(tmp_path):
+    r = run_offline(
+        ["diagnose", "gradients", "--seq-len", "3", "--hidden-size", "99999999999",
+         "--cells", "rnn", "--out", str(tmp_path / "g")],
+        tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and "not enough memory" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from cli_checks import fails, succeeds
 from seqlab.analysis.layer_costs import (
     LAYERS,
     attention_memory_report,
@@ -126,3 +127,10 @@ def test_peak_memory_ignores_frees_of_earlier_allocations():
         return torch.empty(500, 1000)  # 2 MB
 
     assert peak_memory_bytes(work) == 2_000_000
+
+
+def test_bench_heads_must_divide_the_width(capsys):
+    fails(capsys, ["bench", "layers", "--heads", "3"], "--heads 3", "--width 256", "1, 2, 4, 8")
+    argv = ["bench", "layers", "--heads", "3", "--width", "12", "--lengths", "8,16"]
+    out = succeeds(capsys, [*argv, "--repeats", "1", "--memory-length", "16", "--json"]).out
+    assert json.loads(out)["heads"] == 3

@@ -1,13 +1,17 @@
 """n-gram language models (issue 14): probabilities sum to 1 under each smoothing, interpolated
 Kneser–Ney against a hand-computed example, perplexity and sampling."""
 
+import json
 import math
 import random
 
 import pytest
 import torch
 
+from cli_checks import fails, succeeds, write_yaml
+from seqlab.cli import main
 from seqlab.models.ngram import NGramLM
+from tiny_runs import LM_TEXT as TEXT
 
 
 @pytest.mark.parametrize("smoothing", ["add_k", "kneser_ney"])
@@ -103,3 +107,65 @@ def test_ngram_command_on_a_users_text(tmp_path, capsys):
     assert ppl[3] < ppl[1] and ppl[3] < 2.0  # a repeated sentence is nearly certain given 2 chars
     assert main(["ngram", "dates-bahdanau"]) == 2
     assert "n-gram models need a language-modelling config" in capsys.readouterr().err
+
+
+def test_generating_more_than_the_cap_is_refused_at_once(tmp_path):
+    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the time traveller was expounding a recondite matter to us " * 20)
+    cfg = tmp_path / "lm.yaml"
+    cfg.write_text(
+        f"data: {{dataset: text, path: {corpus}}}\nmodel: {{arch: rnn_lm}}\n", encoding="utf-8"
+    )
+    from seqlab.cli import main
+
+    too_many = str(MAX_GENERATE_TOKENS + 1)
+    assert main(["ngram", str(cfg), "--generate", "the", "--tokens", too_many]) == 2
+
+
+def ngram_config(tmp_path, text, name="lm.yaml"):
+    corpus = tmp_path / f"{name}.txt"
+    corpus.write_text(text)
+    raw = {"data": {"dataset": "text", "path": str(corpus)}, "model": {"arch": "rnn_lm"}}
+    return write_yaml(tmp_path / name, raw)
+
+
+@pytest.mark.parametrize("k", ["nan", "inf", "0", "-1", "abc"])
+def test_ngram_k_must_be_a_finite_positive_number(tmp_path, capsys, k):
+    cfg = ngram_config(tmp_path, TEXT)
+    with pytest.raises(SystemExit) as exc:  # argparse refuses it
+        main(["ngram", str(cfg), "--smoothing", "add_k", "--k", k])
+    assert exc.value.code == 2
+    assert "--k" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="finite k > 0"):
+        NGramLM(2, 10, "add_k", k=float(k) if k != "abc" else math.nan)
+
+
+def test_ngram_k_applies_to_add_k_and_works_there(tmp_path, capsys):
+    cfg = ngram_config(tmp_path, TEXT)
+    fails(capsys, ["ngram", cfg, "--k", "0.5"], "--k", "--smoothing add_k")
+    out = succeeds(capsys, ["ngram", cfg, "--smoothing", "add_k", "--k", "0.5", "--json"]).out
+    ppl = [r["val_ppl"] for r in json.loads(out)["orders"].values()]
+    assert all(math.isfinite(p) and p > 1 for p in ppl)
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [("", "the text holds no tokens"), ("a", "validation split holds 0"), ("\n", "0 of its")],
+)
+def test_ngram_on_a_corpus_too_small_to_measure(tmp_path, capsys, text, needle):
+    cfg = ngram_config(tmp_path, text)
+    out = fails(capsys, ["ngram", cfg, "--orders", "1,2", "--generate", "a"], needle)
+    assert "-1 tokens" not in out.out and "ppl" not in out.out
+
+
+def test_ngram_generation_never_emits_reserved_tokens(tmp_path, capsys):
+    cfg = ngram_config(tmp_path, "a" * 60)  # one character: the reserved ids get real mass
+    out = succeeds(capsys, ["ngram", cfg, "--orders", "1,2", "--generate", "a", "--tokens", "80"])
+    sample = out.out.splitlines()[-1]
+    assert sample == "a" * 81
+    lm = NGramLM(1, 5).fit([4] * 10)
+    drawn = lm.sample([4], 200, torch.Generator().manual_seed(0), never=range(4))
+    assert set(drawn) == {4}
+    assert set(lm.sample([4], 200, torch.Generator().manual_seed(0))) != {4}  # mass is there

@@ -3,7 +3,9 @@ wrote it and nobody changed it since, or with --force; an output folder killed m
 recognised as seqlab's and re-run; a re-used folder keeps exactly the new command's output."""
 
 import json
+import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,8 +14,14 @@ import time
 
 import pytest
 
+from cli_checks import fails_last_line, snapshot, users_folder
+from conftest import run_offline
+from seqlab import load
 from seqlab.cli import main
 from seqlab.cli.common import FORCE_HELP
+from seqlab.config import config_from_dict
+from seqlab.errors import SeqlabError
+from seqlab.experiment import train
 from seqlab.storage.atomic import atomic_write_text
 from seqlab.storage.outputs import (
     FILE_RULE,
@@ -25,19 +33,13 @@ from seqlab.storage.outputs import (
     sha256_file,
 )
 
+#: the ``runs`` fixture's translation model: a Transformer, as these checks were written for
+RUNS_MT = "transformer-dates-2"
+
 GRADIENTS = ["diagnose", "gradients", "--cells", "rnn", "--seq-len", "5", "--hidden-size", "4"]
 
 
-def fails(capsys, argv, *needles):
-    """Run the CLI; it must exit 2 with one ``seqlab: error:`` line naming every needle."""
-    code = main([str(a) for a in argv])
-    err = capsys.readouterr().err
-    assert code == 2, err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("seqlab: error:") and "Traceback" not in err, err
-    for needle in needles:
-        assert str(needle) in last, (needle, err)
-    return last
+fails = fails_last_line  # the CLI exits 2 with one ``seqlab: error:`` line naming every needle
 
 
 def listing(folder):
@@ -198,3 +200,170 @@ def test_a_reused_folder_holds_exactly_the_new_output(tiny_runs, tmp_path, capsy
     assert set(manifest(out)["files"]) == {"attention-0002.png"}
     capsys.readouterr()
     fails(capsys, [*argv, "--input", str(src)], "mine.txt", "did not write")
+
+
+def _series(n: int = 30) -> list[str]:
+    return [f"{math.sin(i / 5):.6f}" for i in range(n)]
+
+
+def test_output_file_is_never_an_input_of_the_same_command(tiny_runs, tmp_path):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("may 9 1998\njune 1 2000\n")
+    ref.write_text("1998-05-09\n2000-06-01\n")
+    (tmp_path / "link.txt").symlink_to(src)
+    before = src.read_bytes()
+    for given in (src, tmp_path / "link.txt"):  # the same file, by its name or by a link
+        args = ["evaluate", "--run", str(tiny_runs["mt"]), "--src", str(given)]
+        r = run_offline([*args, "--ref", str(ref), "--output", str(src)], tmp_path)
+        assert r.returncode == 2 and "is also the input --src" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    assert src.read_bytes() == before
+    csv = tmp_path / "s.csv"
+    csv.write_text("value\n" + "\n".join(_series()) + "\n")
+    args = ["forecast", "--run", str(tiny_runs["fc"]), "--input", str(csv)]
+    r = run_offline([*args, "--png", str(csv), "--horizon", "2"], tmp_path)
+    assert r.returncode == 2 and "is also the input --input" in r.stderr, r.stderr
+    assert csv.read_text().startswith("value\n")
+    # the Python API holds to it too
+    with pytest.raises(SeqlabError, match="also the input"):
+        load(tiny_runs["mt"]).evaluate(files={"src": src, "ref": ref}, output=src)
+    assert src.read_bytes() == before
+
+
+def test_output_file_never_replaces_a_file_of_a_training_run(tiny_runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_runs["cls"], run)
+    kept = {name: (run / name).read_bytes() for name in ("config.yaml", "curves.png")}
+    r = run_offline(["evaluate", "--run", str(run), "--png", str(run / "curves.png")], tmp_path)
+    assert r.returncode == 2 and "file of the training run" in r.stderr, r.stderr
+    src, labels = tmp_path / "s.txt", tmp_path / "l.txt"
+    src.write_text("a great film\n")
+    labels.write_text("pos\n")
+    for target in (run / "config.yaml", run / "checkpoints" / "best.json"):
+        args = ["evaluate", "--run", str(tiny_runs["mt"]), "--src", str(src)]
+        r = run_offline([*args, "--ref", str(src), "--output", str(target)], tmp_path)
+        assert r.returncode == 2 and "file of the training run" in r.stderr, r.stderr
+    assert {name: (run / name).read_bytes() for name in kept} == kept
+    assert (run / "checkpoints" / "best.json").read_text().strip().startswith("{")
+    # a new file of another name in a run directory is fine
+    args = ["evaluate", "--run", str(tiny_runs["mt"]), "--src", str(src)]
+    r = run_offline([*args, "--ref", str(src), "--output", str(run / "hyps.txt")], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (run / "hyps.txt").is_file()
+
+
+def test_attention_png_never_overwrites_the_users_files(runs, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("may 9 1998\n1.3.1969\n")
+    out = tmp_path / "maps"
+    before = users_folder(out, **{"attention-0001.png": "my figure"})
+    argv = ["translate", "--run", runs / "mt", "--input", src, "--attention-png", out]
+    fails(capsys, argv, out / "attention-0001.png", "did not write", "nothing was written")
+    assert snapshot(out) == before
+    fresh = tmp_path / "fresh"
+    argv[-1] = fresh
+    assert main([str(a) for a in argv]) == 0
+    written = sorted(p.name for p in fresh.iterdir())
+    assert written == [MANIFEST, "attention-0001.png", "attention-0002.png"]
+    assert main([str(a) for a in argv]) == 0  # seqlab's own files: replaced
+    (fresh / "attention-0002.png").write_bytes(b"edited by me")
+    capsys.readouterr()
+    fails(capsys, argv, "attention-0002.png", "changed since")
+    assert (fresh / "attention-0002.png").read_bytes() == b"edited by me"
+
+
+def test_classify_attention_png_follows_the_same_rule(tmp_path, capsys):
+    data = tmp_path / "reviews.tsv"
+    data.write_text("a good film\tpos\na bad film\tneg\n" * 8)
+    raw = {
+        "data": {"dataset": "text-classification", "path": str(data), "tokenizer": "word"},
+        "model": {"arch": "transformer_classifier", "d_model": 8, "num_heads": 2, "d_ff": 16},
+        "train": {"max_steps": 1, "eval_every": 1, "threads": 1},
+    }
+    train(config_from_dict(raw), tmp_path / "cls")
+    src = tmp_path / "in.txt"
+    src.write_text("a good film\n")
+    out = tmp_path / "maps"
+    before = users_folder(out, **{"attention-0001-layer0.png": "mine"})
+    argv = ["classify", "--run", tmp_path / "cls", "--input", src, "--attention-png", out]
+    fails(capsys, argv, "attention-0001-layer0.png", "did not write")
+    assert snapshot(out) == before
+
+
+def test_diagnose_gradients_never_overwrites_the_users_files(tmp_path, capsys):
+    out = tmp_path / "grads"
+    before = users_folder(out, **{"gradients.png": "mine", "gradients.json": "{}"})
+    argv = ["diagnose", "gradients", "--cells", "rnn", "--seq-len", "5", "--hidden-size", "4"]
+    fails(capsys, [*argv, "--out", out], out / "gradients.json", "choose another --out")
+    assert snapshot(out) == before
+    mine = tmp_path / "grads2"
+    assert main([*argv, "--out", str(mine)]) == 0
+    assert main([*argv, "--out", str(mine), "--seq-len", "6"]) == 0  # its own files: replaced
+    assert json.loads((mine / "gradients.json").read_text())
+    capsys.readouterr()
+    (mine / "extra.csv").write_text("mine")  # a user's file in seqlab's folder
+    fails(capsys, [*argv, "--out", mine], "extra.csv")
+    assert (mine / "extra.csv").read_text() == "mine"
+
+
+def test_demo_never_overwrites_the_users_files(tmp_path, capsys):
+    out = tmp_path / "demo"
+    before = users_folder(out, **{"self_attention_example.json": "my numbers"})
+    fails(capsys, ["demo", "self-attention-example", "--out", out], "self_attention_example.json")
+    assert snapshot(out) == before
+    assert main(["demo", "self-attention-example", "--out", str(tmp_path / "new")]) == 0
+    assert main(["demo", "self-attention-example", "--out", str(tmp_path / "new")]) == 0
+
+
+def test_bench_layers_out_follows_the_same_rule(tmp_path, capsys):
+    out = tmp_path / "bench"
+    before = users_folder(out, **{"layer_costs.json": "mine"})
+    argv = ["bench", "layers", "--lengths", "4,8", "--width", "8", "--heads", "2", "--repeats", "1"]
+    fails(capsys, [*argv, "--memory-length", "8", "--out", out], "layer_costs.json")
+    assert snapshot(out) == before
+
+
+def test_help_states_the_rule(capsys):
+    for argv in (
+        ["translate", "--help"],
+        ["diagnose", "gradients", "--help"],
+        ["demo", "dates", "--help"],
+        ["export", "--help"],
+    ):
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = " ".join(capsys.readouterr().out.split())
+        assert "new or empty" in text and ("own files" in text or "refused" in text), argv
+
+
+def test_evaluate_output_refuses_a_symlink_and_special_files(runs, tmp_path, capsys):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("may 9 1998\n")
+    ref.write_text("1998-05-09\n")
+    target = tmp_path / "keep.txt"
+    target.write_text("my file")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    argv = ["evaluate", "--run", runs / "mt", "--src", src, "--ref", ref, "--output"]
+    fails(capsys, [*argv, link], link, "symbolic link", "nothing was written")
+    assert link.is_symlink() and target.read_text() == "my file"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fails(capsys, [*argv, fifo], "named pipe")
+    assert fifo.exists() and not fifo.is_file()
+    regular = tmp_path / "hyps.txt"
+    regular.write_text("old")  # a regular file the user named: replaced only with --force
+    fails(capsys, [*argv, regular], regular, "--force", "nothing was written")
+    assert main([str(a) for a in [*argv, regular, "--force"]]) == 0
+    assert regular.read_text().count("\n") == 1
+
+
+def test_atomic_writes_never_replace_a_symlink(tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("mine")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    with pytest.raises(SeqlabError, match="symbolic link"):
+        atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "mine"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

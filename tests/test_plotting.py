@@ -4,6 +4,7 @@ import matplotlib
 import pytest
 import torch
 
+from cli_checks import succeeds
 from seqlab.plotting import attention_figure, plot_attention, plot_lines
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -47,3 +48,22 @@ def test_plot_lines_draws_each_series(tmp_path):
     x = torch.linspace(0, 1, 5)
     path = plot_lines(x, {"a": x, "b": x**2}, tmp_path / "sub" / "lines.png", points=(x, x))
     assert path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_dollar_signs_are_drawn_as_text(runs, tmp_path, capsys, monkeypatch):
+    import matplotlib.mathtext
+
+    def no_mathtext(*args, **kwargs):
+        raise AssertionError("text was parsed as mathtext")
+
+    monkeypatch.setattr(matplotlib.mathtext.MathTextParser, "parse", no_mathtext)
+    src = tmp_path / "in.txt"
+    src.write_text("$\\frac{$\n$x_{2}$ May 9, 1998\n")
+    out = tmp_path / "att"
+    argv = ["translate", "--run", runs / "mt", "--input", src, "--attention-png", out]
+    succeeds(capsys, argv)
+    assert sorted(p.name for p in out.glob("*.png")) == ["attention-0001.png", "attention-0002.png"]
+    maps = tmp_path / "maps"
+    src.write_text("$x_{2}$ great $\\frac{$ film\n")
+    succeeds(capsys, ["classify", "--run", runs / "cls", "--input", src, "--attention-png", maps])
+    assert [p.name for p in maps.glob("*.png")] == ["attention-0001-layer0.png"]

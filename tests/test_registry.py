@@ -1,9 +1,11 @@
+import gzip
 import hashlib
 import os
 from pathlib import Path
 
 import pytest
 
+from cli_checks import fails, succeeds
 from seqlab import catalog
 from seqlab.data import parallel, registry
 from seqlab.errors import DataError
@@ -154,3 +156,48 @@ def test_the_catalog_record_is_the_only_list_of_files(fake_dataset):
 def test_a_record_without_files_is_not_fetchable():
     assert "fake" not in registry.DATASETS
     assert not catalog.datasets()["sine"].files and "sine" not in registry.DATASETS
+
+
+@pytest.fixture
+def gz_dataset(monkeypatch, tmp_path):
+    """A dataset stored re-compressed (like SST-2): its registry digests are those of the
+    published, uncompressed content; no local digest is known."""
+    content = b"published content\n"
+    entry = registry.DataFile(
+        "a.txt.gz",
+        "http://127.0.0.1:9/a.txt",
+        (),
+        source_sha256=hashlib.sha256(content).hexdigest(),
+        gzip=True,
+    )
+    plain = registry.DataFile(
+        "b.txt",
+        "http://127.0.0.1:9/b.zip",
+        (hashlib.sha256(content).hexdigest(),),
+        archive_member="b.txt",
+    )
+    fake = catalog.DatasetSpec("fake", "fake", print, files=(entry, plain), licence="none")
+    monkeypatch.setenv("SEQLAB_DATA_DIR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SEQLAB_OFFLINE", "1")
+    folder = tmp_path / "mirror" / "fake"
+    folder.mkdir(parents=True)
+    with catalog.registered(fake):
+        yield content, folder
+
+
+def test_a_sidecar_never_vouches_for_a_tampered_file(gz_dataset, capsys):
+    content, folder = gz_dataset
+    tampered = gzip.compress(b"tampered content\n")
+    (folder / "a.txt.gz").write_bytes(tampered)
+    (folder / "a.txt.gz.sha256").write_text(hashlib.sha256(tampered).hexdigest() + "\n")
+    (folder / "b.txt").write_bytes(b"tampered\n")
+    (folder / "b.txt.sha256").write_text(hashlib.sha256(b"tampered\n").hexdigest() + "\n")
+    fails(capsys, ["data", "fetch", "fake"], "checksum mismatch", folder / "a.txt.gz")
+    with pytest.raises(DataError, match="checksum mismatch"):
+        registry.resolve("fake", "b.txt")
+    # the published content, compressed by any compressor, is accepted on the registry's word
+    (folder / "a.txt.gz").write_bytes(gzip.compress(content, compresslevel=1, mtime=123))
+    (folder / "b.txt").write_bytes(content)
+    out = succeeds(capsys, ["data", "fetch", "fake"]).out
+    assert str(folder / "a.txt.gz") in out and str(folder / "b.txt") in out

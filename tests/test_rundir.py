@@ -1,13 +1,27 @@
 """RunDir: one description of a run directory, used by training, loading, demos and export."""
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+import yaml
 
+from cli_checks import fails, snapshot, subprocess_env, succeeds, write_config
+from seqlab import load
+from seqlab.cli import main
+from seqlab.config import config_from_dict
 from seqlab.errors import CheckpointError, ConfigError, SeqlabError
-from seqlab.storage.rundir import RunDir
+from seqlab.experiment import train
+from seqlab.storage.rundir import RunDir, RunLock
 from seqlab.tasks import artefacts
+from seqlab.training.trainer import Callback
+from tiny_runs import LM_TEXT as TEXT
+from tiny_runs import lm_raw
 
 
 @pytest.fixture
@@ -97,3 +111,127 @@ def test_the_best_checkpoint_is_never_guessed(run):
     (run.checkpoints / "latest.json").write_text(json.dumps({"step": "x"}))
     with pytest.raises(CheckpointError, match='expected {"step": <number>}'):
         run.pointer("latest")
+
+
+def test_train_never_writes_into_a_users_folder(tmp_path, capsys, runs):
+    out = tmp_path / "mine"
+    out.mkdir()
+    for name in ("config.yaml", "vocab.json", "metrics.jsonl", "curves.png"):
+        (out / name).write_text(f"my own {name}")  # names seqlab would write
+    before = snapshot(out)
+    cfg = write_config(tmp_path / "c.yaml", lm_raw(runs / "corpus.txt"))
+    fails(capsys, ["train", cfg, "--out", out], out, "not a seqlab run", "nothing was written")
+    assert snapshot(out) == before
+
+
+def test_a_run_without_its_vocabulary_is_refused(runs, tmp_path, capsys):
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    (run / "vocab.json").unlink()
+    fails(capsys, ["generate", "--run", run], run / "vocab.json", "never rebuilt")
+    fails(capsys, ["evaluate", "--run", run], run / "vocab.json")
+    fails(capsys, ["train", "--resume", run, "train.max_steps=8"], run / "vocab.json")
+    assert not (run / "vocab.json").exists()
+
+
+def test_damaged_checkpoint_metadata(runs, tmp_path, capsys):
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    meta_path = RunDir(run).checkpoint("best") / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["step"] = "twelve"
+    meta_path.write_text(json.dumps(meta))
+    fails(capsys, ["generate", "--run", run], meta_path, "step", "twelve")
+    (run / "checkpoints" / "best.json").write_text('{"steps": 4}')
+    fails(capsys, ["generate", "--run", run], "best.json", "expected")
+    fails(
+        capsys,
+        ["generate", "--run", runs / "lm", "--which", "newest"],
+        "best, latest or a step number",
+    )
+
+
+def test_best_without_best_json_is_an_error_not_latest(runs, tmp_path, capsys):
+    run = tmp_path / "mt"
+    shutil.copytree(runs / "mt", run)
+    src = tmp_path / "in.txt"
+    src.write_text("May 9, 1998\n")
+    expected = succeeds(capsys, ["translate", "--run", run, "--input", src]).out
+    (run / "checkpoints" / "best.json").unlink()
+    base = ["translate", "--run", run, "--input", src]
+    fails(capsys, base, run / "checkpoints" / "best.json", "--which latest")
+    with pytest.raises(SeqlabError, match="best.json is missing"):
+        load(run)
+    assert succeeds(capsys, [*base, "--which", "latest"]).out == expected
+
+
+class CtrlC(Callback):
+    def on_step(self, trainer, loss):
+        if trainer.pos.step == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_run_not_yet_validated_uses_latest_with_a_warning(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT)
+    run = tmp_path / "run"
+    with pytest.raises(SeqlabError, match="saved a checkpoint at step 1"):
+        train(config_from_dict(lm_raw(corpus, eval_every=3)), run, callbacks=[CtrlC()])
+    assert RunDir(run).pointer("best") is None
+    with pytest.warns(UserWarning, match="no validated checkpoint yet .* step 1"):
+        lm = load(run)
+    assert lm.generate("the", tokens=3).startswith("the")
+
+
+HOLD = """
+import sys, time
+from seqlab.storage.rundir import RunLock
+lock = RunLock(sys.argv[1])
+lock.acquire()
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_one_writer_per_run_directory(runs, tmp_path, capsys):
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    before = snapshot(run)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=subprocess_env(),
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        argv = ["train", "--resume", run, "train.max_steps=6"]
+        start = time.monotonic()
+        fails(capsys, argv, run, f"pid {holder.pid}", "one writer")
+        assert time.monotonic() - start < 10  # at once, not after training
+        assert snapshot(run) == before
+        new = tmp_path / "new"  # a new run whose directory another process writes
+        new.mkdir()
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(yaml.safe_dump(lm_raw(runs / "corpus.txt")))
+        with RunLock(new):
+            fails(capsys, ["train", cfg, "--out", new], new, "another seqlab process")
+        assert not RunDir(new).steps()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["train", "--resume", str(run), "train.max_steps=6"]) == 0  # lock gone with it
+    assert RunDir(run).pointer("latest") == 6
+
+
+def test_a_demo_never_deletes_a_run_another_process_is_training(runs, tmp_path):
+    from seqlab.demos.dates import clear_earlier_run
+
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    before = snapshot(run)
+    with RunLock(run), pytest.raises(SeqlabError, match="another seqlab process"):
+        clear_earlier_run(run)
+    assert snapshot(run) == before
+    clear_earlier_run(run)  # once no one writes it, an earlier demo run may be replaced
+    assert not run.exists()

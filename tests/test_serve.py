@@ -1019,3 +1019,15 @@ def test_a_text_holding_an_odd_line_break_is_422_naming_it(api, char):
         r = api.post(route, json=body)
         assert r.status_code == 422, r.text
         assert r.json()["error"].startswith(f"{where} holds {name} (")
+
+
+def test_the_servers_token_limit_cannot_exceed_generates_cap():
+    pytest.importorskip("fastapi")
+    from pydantic import ValidationError
+
+    from seqlab.serve.limits import Limits
+    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS
+
+    assert Limits(max_tokens=MAX_GENERATE_TOKENS).max_tokens == MAX_GENERATE_TOKENS
+    with pytest.raises(ValidationError):
+        Limits(max_tokens=MAX_GENERATE_TOKENS + 1)

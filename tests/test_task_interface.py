@@ -340,3 +340,33 @@ def test_a_report_reads_like_the_dictionary_evaluation_returned():
     assert report.format().endswith("\n  plot: p.png") and "figures" not in report.to_json()
     with pytest.raises(SeqlabError, match=r"ck.pt gives non-finite scores \(x\[1\] = nan\)"):
         Report("ck.pt", {}, {"x": [1.0, float("nan")]}).check_finite()
+
+
+def test_api_refuses_numbers_of_the_wrong_type_and_takes_a_step_as_int(tiny_runs):
+    mt = load(tiny_runs["mt"])
+    for beam in (2.5, float("nan"), True):
+        with pytest.raises(SeqlabError, match="beam size must be a whole number"):
+            mt.translate(["may 9 1998"], beam=beam)
+    lm = load(tiny_runs["lm"])
+    for bad in ({"tokens": 2.5}, {"seed": 2**70}, {"seed": -1}, {"seed": float("nan")}):
+        with pytest.raises(SeqlabError):
+            lm.generate("the", **{"tokens": 2, **bad})
+    step = int(sorted(p.name for p in (tiny_runs["mt"] / "checkpoints").glob("step-*"))[0][5:])
+    assert load(tiny_runs["mt"], which=step).checkpoint.endswith(f"step-{step:08d}")
+
+
+def test_one_string_is_one_sentence(runs):
+    mt, cls = load(runs / "mt"), load(runs / "cls")
+    one = mt.translate("may 9 1998")
+    assert isinstance(one, str) and [one] == mt.translate(["may 9 1998"])
+    assert mt.hypotheses("may 9 1998")[0].tokens == mt.hypotheses(["may 9 1998"])[0][0].tokens
+    label = cls.classify("a good film")
+    assert isinstance(label, tuple) and [label] == cls.classify(["a good film"])
+    assert cls.probabilities("a good film").shape == (2,)
+    for bad in (5, [b"bytes"], ["ok", 3]):
+        with pytest.raises(SeqlabError):
+            mt.translate(bad)
+    with pytest.raises(SeqlabError, match="lists of sentences"):
+        mt.score("a", "b")
+    with pytest.raises(SeqlabError, match="not a string"):
+        cls.score("a good film", "pos")

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from cli_checks import fails, succeeds
 from seqlab import load
 from seqlab.cli import main
 from seqlab.data.vocab import UnknownTokenWarning
@@ -87,3 +88,38 @@ def test_the_python_api_refuses_them_in_every_text_it_reads(tiny_runs):
     with pytest.warns(UnknownTokenWarning, match=r"the text: 3 tokens .*: '\\n', '\\r'$"):
         scores = lm.perplexity("the time\ntraveller\r\n")  # \n, \r\n: lines of a text
     assert scores["tokens"] == 19  # every character read (the first predicts the rest)
+
+
+def test_bad_input_files(runs, tmp_path, capsys):
+    base = ["translate", "--run", runs / "mt", "--input"]
+    fails(capsys, base + [tmp_path / "nope.txt"], "input file not found", tmp_path / "nope.txt")
+    fails(capsys, base + [tmp_path], "is a directory")
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
+    fails(capsys, base + [bad], f"{bad}:2", "not valid UTF-8")
+
+
+LATIN1 = "good film\ncaf\xe9 film\n".encode("latin-1")
+
+
+def stdin_of(monkeypatch, data: bytes):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+@pytest.mark.parametrize("command,run", [("translate", "mt"), ("classify", "cls")])
+def test_stdin_is_read_like_a_file(runs, tmp_path, monkeypatch, capsys, command, run):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(LATIN1)
+    base = [command, "--run", runs / run]
+    fails(capsys, [*base, "--input", bad], f"{bad}:2", "not valid UTF-8")
+    stdin_of(monkeypatch, LATIN1)
+    fails(capsys, base, "<stdin>:2", "not valid UTF-8")
+    # surrogate escapes from a text stream are the same undecodable bytes
+    monkeypatch.setattr("sys.stdin", io.StringIO(LATIN1.decode("utf-8", "surrogateescape")))
+    fails(capsys, base, "<stdin>:2", "not valid UTF-8")
+    good = "\ufeffa great film\r\nMay 9, 1998\n".encode()
+    ok = tmp_path / "ok.txt"
+    ok.write_bytes(good)
+    from_file = succeeds(capsys, [*base, "--input", ok]).out
+    stdin_of(monkeypatch, good)
+    assert succeeds(capsys, base).out == from_file and len(from_file.splitlines()) == 2

@@ -2,6 +2,7 @@
 
 import io
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -14,16 +15,19 @@ import pytest
 import torch
 import yaml
 
+from cli_checks import fails, snapshot, write_config
 from conftest import tiny_dates_transformer
 from precision_helpers import PRECISIONS, assert_close_in
 from seqlab import load
-from seqlab.config import config_from_dict
+from seqlab.cli import main
+from seqlab.config import config_from_dict, load_config
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.experiment import train
 from seqlab.storage.checkpoints import load_safetensors, read_meta
 from seqlab.storage.rundir import RunDir
 from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
 from seqlab.training.trainer import Callback, LossOutput, Trainer, TrainingDiverged
+from tiny_runs import lm_raw
 
 ROOT = Path(__file__).resolve().parents[1]
 #: two processes vs one accumulating: the same sums in another order (and, in bf16, matrix
@@ -641,3 +645,216 @@ def test_average_last_averages_as_many_checkpoints_as_it_says_whatever_keep_last
         assert "note" not in averaged
     else:
         assert averaged["note"] == "average of 3, not 4: only 3 trained checkpoints are there"
+
+
+def test_too_many_threads_are_cut_to_the_cpus_with_a_warning():
+    from seqlab.runtime.machine import cpu_count, set_threads
+
+    before = torch.get_num_threads()
+    try:
+        with pytest.warns(UserWarning, match="more than the"):
+            used = set_threads(100_000, "train.threads")
+        assert used == cpu_count()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_resume_refuses_what_it_cannot_honour_and_changes_nothing(runs, tmp_path, capsys):
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    before = snapshot(run)
+    fails(
+        capsys, ["train", "--resume", run, "model.hidden_size=64"], "model.hidden_size", "train.lr"
+    )
+    assert snapshot(run) == before
+    assert main(["generate", "--run", str(run), "--tokens", "3"]) == 0
+
+
+def test_resume_applies_a_new_learning_rate(runs, tmp_path):
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    train(None, run, resume=True, overrides=["train.max_steps=6", "train.lr=0.0001"])
+    records = [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
+    assert records[3]["lr"] == pytest.approx(1e-3) and records[5]["lr"] == pytest.approx(1e-4)
+    assert load_config(run / "config.yaml").train.lr == pytest.approx(1e-4)
+
+
+POISON = textwrap.dedent(
+    """
+    import sys, torch, yaml
+    from seqlab.config import config_from_dict
+    from seqlab.experiment import train
+    from seqlab.training.trainer import Callback
+
+    class Poison(Callback):  # the weights blow up after step 3
+        def on_step(self, trainer, loss):
+            if trainer.pos.step == 3:
+                with torch.no_grad():
+                    next(trainer.model.parameters()).fill_(float("inf"))
+
+    cfg = config_from_dict(yaml.safe_load(open(sys.argv[1])))
+    train(cfg, sys.argv[2], callbacks=[Poison()])
+    """
+)
+
+
+def test_divergence_keeps_the_last_good_checkpoint_and_its_advice_works(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT)
+    cfg = write_config(tmp_path / "c.yaml", lm_raw(corpus, max_steps=8))
+    (tmp_path / "poison.py").write_text(POISON)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "poison.py"), str(cfg), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "TrainingDiverged" in proc.stderr
+    assert "at step 4" in proc.stderr and "step-00000002" in proc.stderr
+    advice = "seqlab train --resume " + str(tmp_path / "run") + " train.lr=<lower>"
+    assert advice in proc.stderr
+    assert RunDir(tmp_path / "run").steps() == [2]
+    for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in metrics.jsonl"))
+    assert main(["train", "--resume", str(tmp_path / "run"), "train.lr=0.0005"]) == 0
+    assert RunDir(tmp_path / "run").pointer("latest") == 8
+
+
+def test_resuming_a_finished_run_changes_nothing(runs, tmp_path, capsys):
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    before = snapshot(run)
+    advice = f"seqlab train --resume {run} train.max_steps=8"  # the limit that ended it
+    fails(capsys, ["train", "--resume", run], "has finished", "train.max_steps=4 reached", advice)
+    assert snapshot(run) == before
+
+
+def test_a_failing_plot_costs_no_training(tmp_path, monkeypatch, runs):
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("seqlab.plotting.plot_curves", broken)
+    with pytest.warns(UserWarning, match="could not draw .*curves.png: disk full"):
+        summary = train(config_from_dict(lm_raw(runs / "corpus.txt")), tmp_path / "r")
+    assert summary["step"] == 4 and RunDir(tmp_path / "r").steps()[-1] == 4
+
+
+def test_resume_after_ctrl_c_is_exact(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT)
+    raw = lm_raw(corpus, max_steps=8, eval_every=4)
+    full = tmp_path / "full"
+    train(config_from_dict(raw), full)
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, yaml
+        from seqlab.cli import main
+        from seqlab.training.trainer import Callback
+        import seqlab.experiment as experiment
+
+        class CtrlC(Callback):
+            def on_step(self, trainer, loss):
+                if trainer.pos.step == 6:
+                    os.kill(os.getpid(), signal.SIGINT)
+
+        real = experiment.train
+        experiment.train = lambda *a, **k: real(*a, callbacks=[CtrlC()], **k)
+        sys.exit(main(["train", sys.argv[1], "--out", sys.argv[2]]))
+        """
+    )
+    (tmp_path / "ctrlc.py").write_text(script)
+    cfg = write_config(tmp_path / "c.yaml", raw)
+    cut = tmp_path / "cut"
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "ctrlc.py"), str(cfg), str(cut)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert "saved a checkpoint at step 6" in proc.stderr
+    assert f"seqlab train --resume {cut}" in proc.stderr and "Traceback" not in proc.stderr
+    train(None, cut, resume=True)
+
+    def losses(run):
+        return {
+            r["step"]: r["loss"]
+            for r in read_metrics(run / "metrics.jsonl")
+            if r["kind"] == "train"
+        }
+
+    assert losses(cut) == losses(full)
+
+
+class Blowup(Callback):
+    """At ``step``, weights become huge but finite: the next validation gives NaN."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step(self, trainer, loss):
+        if trainer.pos.step == self.step:
+            with torch.no_grad():
+                trainer.model.output.weight.fill_(3e38)
+
+
+def test_a_nan_validation_is_never_the_best_nor_a_resumable_checkpoint(tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT)
+    run = tmp_path / "run"
+    with pytest.raises(TrainingDiverged) as exc:
+        train(config_from_dict(lm_raw(corpus, max_steps=6)), run, callbacks=[Blowup(4)])
+    msg = str(exc.value)
+    assert "validation val_loss = nan at step 4" in msg and "was not saved" in msg
+    good = RunDir(run).step_dir(2)
+    assert f"last good checkpoint: {good}" in msg
+    assert RunDir(run).steps() == [2] and RunDir(run).pointer("best") == 2
+    evals = [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "eval"]
+    assert [r["step"] for r in evals] == [2, 4] and evals[1]["val_loss"] is None
+    # the advice works: resuming from the named checkpoint with a lower rate trains on
+    assert main(["train", "--resume", str(run), "train.lr=0.0005"]) == 0
+    assert RunDir(run).pointer("latest") == 6
+    capsys.readouterr()
+
+
+def test_a_nan_first_validation_leaves_no_checkpoint_and_says_so(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT)
+    run = tmp_path / "run"
+    with pytest.raises(TrainingDiverged, match="no checkpoint was written yet") as exc:
+        train(config_from_dict(lm_raw(corpus)), run, callbacks=[Blowup(2)])
+    assert "last good checkpoint" not in str(exc.value)
+    assert RunDir(run).steps() == [] and RunDir(run).pointer("best") is None
+
+
+class Poison(Callback):
+    """At ``step``, the weights become infinite: the next training step's loss is not finite."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step(self, trainer, loss):
+        if trainer.pos.step == self.step:
+            with torch.no_grad():
+                next(trainer.model.parameters()).fill_(math.inf)
+
+
+def test_divergence_never_advises_resuming_from_a_bad_checkpoint(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT)
+    run = tmp_path / "run"
+    train(config_from_dict(lm_raw(corpus)), run)
+    # a run from before this rule: its latest checkpoint was saved with a NaN validation
+    meta_path = RunDir(run).step_dir(4) / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for record in meta["history"]:
+        if record["step"] == 4:
+            record["val_loss"] = math.nan
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(TrainingDiverged) as exc:
+        train(None, run, resume=True, overrides=["train.max_steps=8"], callbacks=[Poison(5)])
+    msg = str(exc.value)
+    assert "loss became" in msg and "at step 6" in msg
+    assert "no good checkpoint to resume from" in msg and "last good checkpoint" not in msg
+    assert "--resume" not in msg

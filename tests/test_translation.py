@@ -6,6 +6,7 @@ import warnings
 import pytest
 import torch
 
+from cli_checks import fails
 from precision_helpers import PRECISIONS, assert_same_outputs, computing_in
 from seqlab import load
 from seqlab.cli import main
@@ -270,3 +271,69 @@ def test_unknown_source_tokens_are_named_on_the_api_the_command_line_and_in_eval
         evaluate = ["evaluate", "--run", str(run), "--src", str(src), "--ref", str(ref)]
         assert main(evaluate) == 0
     assert [str(w.message) for w in caught] == [f"input line 2: {told}", f"{src}:2: {told}"]
+
+
+def test_attention_png_needs_attention(runs, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("May 9, 1998\n")
+    out = tmp_path / "att"
+    fails(
+        capsys,
+        ["translate", "--run", runs / "s2s", "--input", src, "--attention-png", out],
+        "model.arch=seq2seq has no attention",
+    )
+    assert not out.exists()
+
+
+def test_beam_and_nbest_rules(runs, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("May 9, 1998\n1.3.1969\n")
+    base = ["translate", "--run", runs / "mt", "--input", src]
+    assert main([str(a) for a in base]) == 0
+    greedy = capsys.readouterr().out
+    assert main([str(a) for a in base + ["--nbest", "1"]]) == 0  # stays greedy
+    assert capsys.readouterr().out == greedy
+    assert main([str(a) for a in base + ["--beam", "1"]]) == 0  # beam 1 is greedy
+    assert capsys.readouterr().out == greedy
+    fails(capsys, base + ["--beam", "1", "--nbest", "3"], "nbest 3 needs a beam of at least 3")
+    fails(capsys, base + ["--nbest", "3"], "decoding is greedy search", "--beam 5 --nbest 3")
+    assert main([str(a) for a in base + ["--beam", "3", "--nbest", "3"]]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 6
+    fails(capsys, base + ["--length-penalty", "0.6"], "decoding is greedy search", "--beam 5")
+    fails(capsys, base + ["--beam", "3", "--length-penalty", "11"], "from 0 to 10", "got 11.0")
+    assert main([str(a) for a in base + ["--beam", "3", "--length-penalty", "0"]]) == 0
+
+
+def test_a_huge_line_draws_a_bounded_heatmap(runs, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("9 " * 5000 + "\n")
+    out = tmp_path / "att"
+    with pytest.warns(UserWarning, match="truncated 1 of 1 input sentences"):
+        code = main(
+            [
+                "translate",
+                "--run",
+                str(runs / "mt"),
+                "--input",
+                str(src),
+                "--attention-png",
+                str(out),
+            ]
+        )
+    assert code == 0
+    png = (out / "attention-0001.png").read_bytes()
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert width < 4000 and height < 4000
+
+
+def test_evaluate_on_empty_files_and_score_of_nothing(runs, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    fails(capsys, ["evaluate", "--run", runs / "mt", "--src", empty, "--ref", empty], "empty")
+    argv = ["evaluate", "--run", runs / "cls", "--src", empty, "--labels", empty]
+    fails(capsys, argv, "empty")
+    with pytest.raises(SeqlabError, match="nothing to score"):
+        load(runs / "mt").score([], [])
+    with pytest.raises(SeqlabError, match="nothing to score"):
+        load(runs / "cls").score([], [])
+    assert load(runs / "mt").score(["May 9, 1998"], ["1998-05-09"])["sentences"] == 1

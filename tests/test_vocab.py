@@ -4,6 +4,7 @@ import warnings
 
 import pytest
 
+from seqlab.config import config_from_dict
 from seqlab.data.vocab import (
     RESERVED,
     WARNED_INPUTS,
@@ -118,3 +119,21 @@ def test_unknown_tokens_warn_one_warning_per_input_except_inside_quiet_unknown()
             warn_unknown(found)
     with pytest.warns(UnknownTokenWarning):  # quiet for that block only
         warn_unknown(found)
+
+
+@pytest.mark.parametrize("override", [{"min_freq": 10**9}, {"max_vocab": 4}])
+def test_training_refuses_a_vocabulary_of_reserved_tokens_only(tmp_path, override):
+    from seqlab.experiment import train
+
+    (tmp_path / "c.txt").write_text("the time machine " * 40)
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "text", "path": str(tmp_path / "c.txt"), "batch_size": 2,
+                     "num_steps": 5, **override},
+            "model": {"arch": "rnn_lm", "cell": "gru", "embed_dim": 4, "hidden_size": 4},
+            "train": {"max_steps": 1, "threads": 1},
+        }
+    )  # fmt: skip
+    with pytest.raises(DataError, match="only the reserved tokens"):
+        train(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -7,6 +7,8 @@ tests generate: written dates, a short text, labelled phrases, synthetic images,
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 
+from conftest import tiny_dates_transformer
 from seqlab.config import config_from_dict
 from seqlab.experiment import train
 
@@ -22,6 +25,48 @@ POS = ["a great film", "truly wonderful acting", "great fun", "a wonderful story
 NEG = ["a dull film", "truly awful acting", "boring mess", "an awful story", "hated it"]
 STEPS = {"max_steps": 4, "eval_every": 4, "threads": 1, "log_every": 1000}
 DATES = {"dataset": "dates", "tokenizer": "char", "num_examples": 200, "val_examples": 8}
+
+
+def lm_raw(corpus: Any, **train_keys: Any) -> dict[str, Any]:
+    """A raw config: a GRU language model on the text file ``corpus``, 4 steps, validated every
+    2, logged every step; ``train_keys`` are added to its ``train`` section."""
+    return {
+        "data": {"dataset": "text", "path": str(corpus), "batch_size": 4, "num_steps": 10},
+        "model": {"arch": "rnn_lm", "cell": "gru", "embed_dim": 8, "hidden_size": 16},
+        "train": {"max_steps": 4, "eval_every": 2, "log_every": 1, "threads": 1, **train_keys},
+    }
+
+
+def dates_raw(arch: str, **model: Any) -> dict[str, Any]:
+    """A raw config: model ``arch`` (Bahdanau: 8-wide embeddings, 16 hidden) on 150 generated
+    dates, 2 steps; ``model`` keys are added to its ``model`` section."""
+    base = {"bahdanau": {"embed_dim": 8, "hidden_size": 16}}.get(arch, {})
+    return {
+        "data": {"dataset": "dates", "tokenizer": "char", "num_examples": 150, "val_examples": 8},
+        "model": {"arch": arch, "dropout": 0.0, **base, **model},
+        "train": {"max_steps": 2, "eval_every": 2, "threads": 1},
+        "decode": {"max_len_a": 0.0, "max_len_b": 12},
+    }
+
+
+def mt_raw(arch: str = "bahdanau") -> dict[str, Any]:
+    """:func:`dates_raw` with an 8-wide embedding and 16 hidden units whatever ``arch``."""
+    return dates_raw(arch, embed_dim=8, hidden_size=16)
+
+
+def _transformer_dates() -> dict[str, Any]:
+    """:func:`dates_raw` for a 1+1-layer, 16-wide Transformer on dates of at most 20 tokens."""
+    raw = dates_raw(
+        "transformer",
+        d_model=16,
+        num_heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        d_ff=32,
+        max_len=32,
+    )
+    raw["data"]["max_len"] = 20
+    return raw
 
 
 def _configs(root: Path) -> dict[str, dict[str, Any]]:
@@ -116,6 +161,45 @@ def _configs(root: Path) -> dict[str, dict[str, Any]]:
             "model": {"arch": "ar", "hidden": 0},
             "train": {"lr": 0.05, "epochs": 2, "log_every": 1000, "threads": 1},
         },
+        # the bad-input checks' runs (the ``runs`` fixture names them lm, mt, s2s, tf, cls, fc)
+        "lm-2": lm_raw(root / "corpus.txt"),
+        "bahdanau-2": mt_raw(),
+        "seq2seq-2": mt_raw("seq2seq"),
+        "transformer-2": _transformer_dates(),
+        "transformer-dates-2": tiny_dates_transformer(
+            data={"num_examples": 150, "val_examples": 8}, train={"max_steps": 2}
+        ),
+        "cls-short": {
+            "data": {
+                "dataset": "text-classification",
+                "path": str(root / "reviews.tsv"),
+                "tokenizer": "word",
+                "batch_size": 8,
+                "max_len": 8,
+            },
+            "model": {
+                "arch": "transformer_classifier",
+                "d_model": 16,
+                "num_heads": 2,
+                "d_ff": 32,
+                "num_layers": 1,
+                "dropout": 0.0,
+                "max_len": 16,
+            },
+            "train": {"max_steps": 10, "eval_every": 10, "lr": 0.01, "threads": 1},
+        },
+        "fc-val": {
+            "data": {
+                "dataset": "sine",
+                "length": 200,
+                "window": 4,
+                "batch_size": 16,
+                "val_fraction": 0.2,
+                "test_fraction": 0.2,
+            },
+            "model": {"arch": "ar", "hidden": 0},
+            "train": {"lr": 0.05, "epochs": 2, "log_every": 1000, "threads": 1},
+        },
     }
 
 
@@ -148,9 +232,30 @@ class TinyRuns:
         run_dir = self.root / name
         if not (run_dir / "checkpoints").is_dir():
             cfg = config_from_dict(self._configs[name])
-            with warnings.catch_warnings(), pytest.MonkeyPatch.context() as patch:
+            quiet = io.StringIO()  # trained inside a test: its progress lines are not the test's
+            with (
+                warnings.catch_warnings(),
+                pytest.MonkeyPatch.context() as patch,
+                contextlib.redirect_stderr(quiet),
+                contextlib.redirect_stdout(quiet),
+            ):
                 warnings.simplefilter("ignore")
                 patch.setattr("seqlab.tasks.classification.splits.image_splits", _synthetic_images)
                 torch.manual_seed(0)
                 train(cfg, run_dir)
         return run_dir
+
+    def view(self, **names: str) -> RunsByName:
+        """These runs under other names: ``view / "lm"`` is ``self[names["lm"]]``."""
+        return RunsByName(self, names)
+
+
+class RunsByName:
+    """``folder / name``: the run that ``names[name]`` names (trained on first use), or else the
+    file ``name`` of the runs' folder (``corpus.txt``, ``reviews.tsv``)."""
+
+    def __init__(self, runs: TinyRuns, names: dict[str, str]) -> None:
+        self.runs, self.names = runs, names
+
+    def __truediv__(self, name: str) -> Path:
+        return self.runs[self.names[name]] if name in self.names else self.runs.root / name

@@ -8,7 +8,7 @@ call there::
     register_model(ModelSpec(RNNLMConfig, lambda cfg, sizes: ...))   # seqlab/models/rnn_lm.py
     register_dataset(DatasetSpec("sst2", "classification", read_sst2))   # seqlab/data/classification.py
     register_cell(CellSpec("lstm", LSTMCell, fused=nn.LSTM))            # seqlab/nn/rnn.py
-    register_task_rules("translation", check_config)                    # seqlab/tasks/translation.py
+    register_task_rules("translation", check_config)                    # seqlab/tasks/translation/task.py
 
 What derives from them: ``model.arch``, the class that validates the ``model`` section and
 :func:`seqlab.models.build_model` (:class:`ModelSpec`); ``data.dataset``, its task, whether it

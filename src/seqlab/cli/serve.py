@@ -186,6 +186,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=port_number, default=8000, help="1 to 65535 (default: 8000)")
     p.add_argument(
         "--engine",
+        # seqlab.tasks.translation.engines.SERVER_ENGINES, spelt out: --help imports no task
+        # (tests/test_translation_engines.py checks that they agree)
         choices=["auto", "seqlab", "ctranslate2"],
         default="auto",
         help="Transformer translation: CTranslate2 when installed (auto), or always seqlab's "

@@ -43,6 +43,7 @@ from seqlab.serve import schemas
 from seqlab.serve.batching import Job
 from seqlab.serve.limits import LimitExceeded, Limits, check
 from seqlab.storage.text import check_line_breaks
+from seqlab.tasks.translation.engines import SERVER_ENGINES
 
 #: decimals kept of attention weights in responses
 WEIGHT_DECIMALS = 4
@@ -158,8 +159,9 @@ class TranslateWork:
     attention: bool
 
 
-#: the server's engine settings (``seqlab serve --engine``)
-ENGINES = ("auto", "seqlab", "ctranslate2")
+#: the server's engine settings (``seqlab serve --engine``): the translation task's names
+#: (:mod:`seqlab.tasks.translation.engines`)
+ENGINES = SERVER_ENGINES
 
 
 class TranslationHandler(Handler):
@@ -189,8 +191,9 @@ class TranslationHandler(Handler):
         self.quantize = quantize if self.backend == "ctranslate2" else None
 
     def _backend(self, engine: str, quantize: str | None) -> str:
-        """The predictor's engine (``pytorch`` or ``ctranslate2``) for ``--engine``, checked
-        by the task's rules (:func:`~seqlab.tasks.translation.check_engine`)."""
+        """The predictor's engine (``pytorch``, seqlab's own search, or ``ctranslate2``) for
+        ``--engine``, checked by the task's rules
+        (:func:`~seqlab.tasks.translation.check_engine`)."""
         from seqlab.tasks.translation import check_engine
 
         if engine not in ENGINES:

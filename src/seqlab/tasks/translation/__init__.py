@@ -1,0 +1,111 @@
+"""Translation: parallel data, encoder–decoder models, decoding, BLEU.
+
+Evaluation follows the field's convention: hypotheses are detokenised and scored against the raw
+reference sentences with sacreBLEU (cased, 13a tokenisation), whose signature is reported; chrF
+alongside. The score the Multi30k papers report — lowercased, punctuation-normalised,
+Moses-tokenised text, ``multi-bleu.perl`` style — is given too as ``bleu_paper`` with its own
+signature (:mod:`seqlab.tasks.paper_bleu`); it is not comparable with cased detokenised BLEU.
+``bleu_lc`` (sacreBLEU of the same detokenised text, lowercased) stays in the JSON for older
+readers; it is neither the headline nor the papers' scale.
+
+**Decoding options** (:func:`decode_options`): the run's ``decode`` section, changed by ``beam``,
+``nbest`` and ``length_penalty``. ``beam=1`` is greedy search, ``beam=K > 1`` beam search of width
+K; ``nbest`` hypotheses per sentence need a beam at least that wide (greedy has one); the length
+penalty α ranks beam hypotheses by ``log_prob / length^α`` (Wu et al. 2016 use a smoothed
+variant; fairseq's ``--lenpen`` is this one), so it needs a beam. Anything else is refused, never
+silently adjusted.
+
+A run directory holds ``src_vocab.json``, ``tgt_vocab.json``, ``src_tokenizer.json`` and
+``tgt_tokenizer.json`` (with ``*.spm.model`` for subwords) besides the config and checkpoints;
+:meth:`Translator.load` needs nothing else. **Engines**: seqlab's own search (``seqlab``, also
+spelt ``pytorch``) or the model exported to CTranslate2, under the rules of :func:`check_engine`
+(:mod:`~seqlab.tasks.translation.engines` holds their names).
+
+**Layout**: :mod:`~seqlab.tasks.translation.translator` (the predictor, :class:`Translator`),
+:mod:`~seqlab.tasks.translation.engines` (the :class:`~seqlab.tasks.translation.engines.Engine`
+protocol and seqlab's own search), :mod:`~seqlab.tasks.translation.ctranslate2_engine`
+(CTranslate2 and its export cache), :mod:`~seqlab.tasks.translation.decoding` (decoding options),
+:mod:`~seqlab.tasks.translation.scoring` (BLEU, chrF, ``evaluate``),
+:mod:`~seqlab.tasks.translation.ensemble` (which runs join an ensemble),
+:mod:`~seqlab.tasks.translation.figures` (attention heatmaps),
+:mod:`~seqlab.tasks.translation.options` (the command-line options),
+:mod:`~seqlab.tasks.translation.artefacts` (what a run directory holds) and
+:mod:`~seqlab.tasks.translation.task` (rules, loss, validation, the experiment). Every name is
+importable from ``seqlab.tasks.translation`` itself.
+"""
+
+from seqlab.tasks.translation.artefacts import (
+    ARTEFACTS,
+    Pairs,
+    _sizes,
+    _splits,
+    load_pairs,
+    load_vocabs,
+    save_vocabs,
+)
+from seqlab.tasks.translation.decoding import MAX_LENGTH_PENALTY, as_sentences, decode_options
+from seqlab.tasks.translation.engines import (
+    AUTO,
+    CTRANSLATE2,
+    ENGINE_SPELLINGS,
+    ENGINES,
+    SEQLAB,
+    SERVER_ENGINES,
+    Engine,
+    SeqlabSearch,
+    check_engine,
+    engine_decodes,
+    engine_name,
+)
+from seqlab.tasks.translation.ensemble import Member
+from seqlab.tasks.translation.figures import MAX_PLOT_TOKENS
+from seqlab.tasks.translation.scoring import TranslationReport, paper_lang, score_translations
+from seqlab.tasks.translation.task import (
+    SELECT,
+    build_experiment,
+    check_config,
+    translation_loss,
+    validation,
+)
+from seqlab.tasks.translation.translator import TranslationAttention, Translations, Translator
+
+#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
+PREDICTORS = (Translator,)
+
+__all__ = [
+    "ARTEFACTS",
+    "AUTO",
+    "CTRANSLATE2",
+    "ENGINES",
+    "ENGINE_SPELLINGS",
+    "MAX_LENGTH_PENALTY",
+    "MAX_PLOT_TOKENS",
+    "PREDICTORS",
+    "SELECT",
+    "SEQLAB",
+    "SERVER_ENGINES",
+    "Engine",
+    "Member",
+    "Pairs",
+    "SeqlabSearch",
+    "TranslationAttention",
+    "TranslationReport",
+    "Translations",
+    "Translator",
+    "_sizes",
+    "_splits",
+    "as_sentences",
+    "build_experiment",
+    "check_config",
+    "check_engine",
+    "decode_options",
+    "engine_decodes",
+    "engine_name",
+    "load_pairs",
+    "load_vocabs",
+    "paper_lang",
+    "save_vocabs",
+    "score_translations",
+    "translation_loss",
+    "validation",
+]

@@ -1,0 +1,58 @@
+"""What a translation run directory holds besides its config and checkpoints: vocabularies and
+tokenizers (:data:`ARTEFACTS`), and where its sentence pairs come from (:func:`load_pairs`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from seqlab import catalog
+from seqlab.config import ExperimentConfig
+from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
+from seqlab.data.translation_batching import TranslationVocabs
+from seqlab.data.vocab import Vocab
+
+ARTEFACTS = (
+    "src_vocab.json",
+    "tgt_vocab.json",
+    "src_tokenizer.json",
+    "tgt_tokenizer.json",
+    "src_tokenizer.spm.model",
+    "tgt_tokenizer.spm.model",
+)
+Pairs = list[tuple[str, str]]
+
+
+def load_pairs(cfg: ExperimentConfig) -> dict[str, Pairs]:
+    """Train / val (/ test) sentence pairs of ``cfg.data.dataset``, from its reader
+    (:attr:`seqlab.catalog.DatasetSpec.read`)."""
+    return catalog.datasets()[cfg.data.dataset].read(cfg.data, cfg.train.seed)
+
+
+def save_vocabs(vocabs: TranslationVocabs, run_dir: Path) -> None:
+    vocabs.src_vocab.save(Path(run_dir) / "src_vocab.json")
+    vocabs.tgt_vocab.save(Path(run_dir) / "tgt_vocab.json")
+    save_tokenizer(vocabs.src_tokenizer, run_dir, "src_tokenizer")
+    save_tokenizer(vocabs.tgt_tokenizer, run_dir, "tgt_tokenizer")
+
+
+def _splits(tokenizer: Any) -> tuple[Any, ...]:
+    """What decides how a tokenizer splits text: its settings and its subword model."""
+    return (tokenizer.to_dict(), getattr(tokenizer, "model_proto", None))
+
+
+def load_vocabs(run_dir: Path) -> TranslationVocabs:
+    src_vocab = Vocab.load(Path(run_dir) / "src_vocab.json")
+    tgt_vocab = Vocab.load(Path(run_dir) / "tgt_vocab.json")
+    if tgt_vocab == src_vocab:
+        tgt_vocab = src_vocab  # a joint vocabulary stays one object (shared embeddings)
+    return TranslationVocabs(
+        load_tokenizer(run_dir, "src_tokenizer"),
+        load_tokenizer(run_dir, "tgt_tokenizer"),
+        src_vocab,
+        tgt_vocab,
+    )
+
+
+def _sizes(vocabs: TranslationVocabs) -> dict[str, int]:
+    return {"src_vocab_size": len(vocabs.src_vocab), "tgt_vocab_size": len(vocabs.tgt_vocab)}

@@ -1,0 +1,74 @@
+"""Ensembles of translation runs (:meth:`~seqlab.tasks.translation.Translator.ensemble_with`):
+which runs may join one —
+translation runs with this run's vocabularies and tokenizers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from seqlab.data.vocab import Vocab
+from seqlab.errors import SeqlabError
+from seqlab.tasks.base import Predictor
+from seqlab.tasks.translation.artefacts import _splits
+
+#: what :meth:`~seqlab.tasks.translation.Translator.ensemble_with` takes: a run directory or a
+#: loaded run
+Member = str | Path | Predictor
+_NOT_A_MEMBER = (
+    "ensemble_with takes run directories (str or Path) or translators that seqlab.load returned"
+)
+
+
+def ensemble_members(
+    translator: Any,
+    others: Member | Sequence[Member],
+    names: Sequence[str] | None = None,
+    which: str = "best",
+) -> list[Any]:
+    """The translators ``others`` name (run directories loaded at ``which``, or loaded runs),
+    each checked to join ``translator`` in an ensemble (see
+    :meth:`~seqlab.tasks.translation.Translator.ensemble_with`);
+    named ``names`` in messages (default: their run directories)."""
+    from seqlab.tasks import load
+    from seqlab.tasks.translation.translator import Translator
+
+    given = [others] if isinstance(others, str | Path | Predictor) else others
+    if not isinstance(given, Sequence):
+        raise TypeError(_NOT_A_MEMBER + f", or a list of them; got {type(others).__name__}")
+    for item in given:
+        if not isinstance(item, str | Path | Predictor):
+            raise TypeError(_NOT_A_MEMBER + f"; got {type(item).__name__} in the list")
+    if names is None:
+        names = [
+            str(o) if not isinstance(o, Predictor) else str(o.run.run_dir) if o.run else repr(o)
+            for o in given
+        ]
+    if len(names) != len(given):
+        raise SeqlabError(f"ensemble_with: {len(names)} names for {len(given)} runs")
+    members = [o if isinstance(o, Predictor) else load(o, which) for o in given]
+    mine = translator.run.run_dir if translator.run is not None else "this run"
+    for other, name in zip(members, names, strict=True):
+        if not isinstance(other, Translator):
+            raise SeqlabError(
+                f"--ensemble {name}: holds {other.kind} model (model.arch="
+                f"{other.cfg.model.arch}); an ensemble takes translation runs only"
+            )
+        for side in ("src", "tgt"):
+            theirs: Vocab = getattr(other.vocabs, f"{side}_vocab")
+            ours: Vocab = getattr(translator.vocabs, f"{side}_vocab")
+            if theirs.idx_to_token != ours.idx_to_token:
+                raise SeqlabError(
+                    f"--ensemble {name}: its {side}_vocab.json differs from {mine}'s "
+                    f"({len(theirs)} tokens against {len(ours)}, or other tokens): the "
+                    "models of an ensemble must share their vocabularies"
+                )
+            if _splits(getattr(other.vocabs, f"{side}_tokenizer")) != _splits(
+                getattr(translator.vocabs, f"{side}_tokenizer")
+            ):
+                raise SeqlabError(
+                    f"--ensemble {name}: its {side} tokenizer differs from {mine}'s: the "
+                    "models of an ensemble must split text the same way"
+                )
+    return members
