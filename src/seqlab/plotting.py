@@ -348,9 +348,12 @@ def plot_self_attention(
         raise ValueError(f"{len(tokens)} token labels for {t} positions")
     show = t <= 60  # tick labels only where they fit
     side = min(max(2.5, 0.22 * t + 1.0), 8.0)
+    # below the square heatmaps: the rotated token labels and "key"; above: two rows of titles
+    labels = 0.06 * max(map(len, tokens), default=1) if show else 0.0
     fig, axes = plt.subplots(
-        1, heads, figsize=(side * heads + 1.0, side + 0.6), squeeze=False, layout="constrained"
-    )
+        1, heads, figsize=(side * heads + 1.0, side + 1.0 + labels), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
     top = float(weights.max()) or 1.0  # one colour scale for every head
     for h, ax in enumerate(axes[0]):
         image = ax.imshow(
