@@ -22,7 +22,15 @@ sentences/s, zero errors, RSS growth under 5 % over 10,000 requests (``--request
     SEQLAB_DATA_DIR=../shared/data .venv/bin/python benchmarks/serve_load.py \\
         --run runs/m30-en-de-transformer [--clients 1,8,32] [--requests 10000] [--threads 2]
 
-Writes ``benchmarks/results/serve_load.json`` (``--out``), with the machine it ran on.
+**The stack's own ceiling** (``--instant``): the same server, client and requests, with a model
+that answers instantly: the translator's engine replaced by one that returns a fixed translation
+(:class:`InstantEngine`; tokenising, detokenising, validation, batching and HTTP all still run).
+Its sentences/s is what the server could reach with an infinitely fast model; the ratio of the
+real model to it says how close seqlab gets. Each level also reports the server's CPU time per
+request (``server_cpu_ms_per_request``).
+
+Writes ``benchmarks/results/serve_load.json`` (``--out``; ``serve_load_instant.json`` with
+``--instant``), with the machine it ran on.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import httpx
 from seqlab import load
 from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
 from seqlab.runtime.machine import machine, set_threads
+from seqlab.serve.limits import Limits
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks.translation import load_pairs
 
@@ -75,6 +84,38 @@ def free_port() -> int:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+class InstantEngine:
+    """A translation engine that answers at once: every source gets ``tokens`` (the offline
+    translation of the first sentence), so the server's own costs are all that is left."""
+
+    workers = 1
+
+    def __init__(self, tokens: list[int]) -> None:
+        from seqlab.models.search import Hypothesis
+
+        self.answer = [Hypothesis(list(tokens), 0.0, 0.0)]
+
+    def hypotheses(self, batch: Any, decode: Any, need_weights: bool) -> list[list[Any]]:
+        return [self.answer for _ in batch]
+
+
+def serve_instant(run: Path, port: int) -> None:
+    """``seqlab serve RUN --quiet`` with :class:`InstantEngine` in place of the model's engine
+    (this process is the server of ``--instant``)."""
+    import uvicorn
+
+    from seqlab.serve.app import create_app, load_models
+
+    models = load_models([f"bench={run}"])
+    translator = models["bench"]
+    first = translator.hypotheses(["saturday 9 may 1998"], engine="pytorch")[0][0].tokens
+    engine = InstantEngine(first)
+    translator.engine = lambda *args, **kwargs: engine  # every engine setting answers at once
+    app = create_app(models, engine="seqlab", limits=Limits(max_batch=64, max_queue=256))
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run()
 
 
 def offline(
@@ -209,8 +250,18 @@ def main() -> int:
     parser.add_argument(
         "--server-arg", action="append", default=[], help="more `seqlab serve` flags (repeatable)"
     )
-    parser.add_argument("--out", type=Path, default=RESULTS / "serve_load.json")
+    parser.add_argument(
+        "--instant", action="store_true", help="the stack's ceiling: a model that answers at once"
+    )
+    parser.add_argument("--serve-instant", type=int, help=argparse.SUPPRESS)  # the server side
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.serve_instant:
+        serve_instant(args.run, args.serve_instant)
+        return 0
+    args.out = args.out or RESULTS / (
+        "serve_load_instant.json" if args.instant else "serve_load.json"
+    )
     levels = [int(c) for c in args.clients.split(",")]
     if args.threads < 0 or min(levels) < 1:
         parser.error("--threads must be >= 0 and every --clients level >= 1")
@@ -251,6 +302,8 @@ def main() -> int:
     argv += ["--engine", args.engine, "--threads", str(threads), "--quiet"]
     argv += ["--max-batch", str(args.batch_size), "--max-queue", str(max(levels) * 4)]
     argv += [a for arg in args.server_arg for a in arg.split()]
+    if args.instant:
+        argv = [sys.executable, __file__, "--run", str(args.run), "--serve-instant", str(port)]
     server = subprocess.Popen(argv, env={**os.environ}, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     results: list[dict] = []
@@ -280,12 +333,14 @@ def main() -> int:
             # where the cores went: the server (all its threads) and these clients
             r["server_cpu_s"] = cpu_seconds(server.pid) - cpu[0]
             r["client_cpu_s"] = cpu_seconds(os.getpid()) - cpu[1]
+            r["server_cpu_ms_per_request"] = 1000 * r["server_cpu_s"] / max(r["requests"], 1)
             batches = after["batches"]["bench"] - before["batches"]["bench"]
             r["batches"] = batches
             r["mean_batch"] = (after["texts"]["bench"] - before["texts"]["bench"]) / max(batches, 1)
             r["rss_after_mb"] = rss_bytes(server.pid) / 2**20
             answers = r.pop("answers")
-            r["differ_from_offline"] = sum(base["outputs"][i] != t for i, t in answers.items())
+            if not args.instant:  # an instant model answers the same text to every sentence
+                r["differ_from_offline"] = sum(base["outputs"][i] != t for i, t in answers.items())
             r["ratio_to_offline"] = r["sentences_per_s"] / base["sentences_per_s"]
             results.append(r)
             print(
@@ -312,7 +367,7 @@ def main() -> int:
     growth = (rss_end - rss_start) / rss_start
     print(f"server RSS {rss_start / 2**20:.0f} → {rss_end / 2**20:.0f} MiB ({growth:+.1%})")
     summary = {
-        "benchmark": "serve_load",
+        "benchmark": "serve_load_instant" if args.instant else "serve_load",
         "run": str(args.run),
         "sentences": len(sentences),
         "split": args.split,

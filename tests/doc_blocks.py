@@ -141,9 +141,11 @@ RUNS: dict[str, str] = {
     "runs/my-lm": "seqlab train my-lm.yaml train.epochs=1 model.hidden_size=16",
 }
 RUN_PAGES = {"runs/my-lm": "docs/howto/own-data.md"}
-#: the pages test_doc_blocks_datasets.py runs (each of their blocks needs Multi30k or Tatoeba:
-#: three minutes of the two files' six); test_doc_blocks.py runs the others
+#: the pages test_doc_blocks_datasets.py runs (their blocks need Multi30k, Tatoeba or FSDD, all
+#: but the audio page's folder of tones: three minutes of the two files' six); test_doc_blocks.py
+#: runs the others
 DATASET_PAGES = (
+    "docs/howto/audio.md",
     "docs/howto/ctranslate2.md",
     "docs/howto/distributed.md",
     "docs/howto/ensembles.md",
@@ -267,16 +269,18 @@ def dataset_of_config(path: str) -> str | None:
 
 
 def datasets_in(code: str) -> set[str]:
-    """The real datasets (files, not generated) that ``code`` names: its configs' datasets (or
-    the ``data.dataset=`` override of the same line) and ``seqlab data fetch|stats NAME``."""
-    from seqlab.data.registry import DATASETS
+    """The real datasets (files, not generated, not the user's) that ``code`` names: its
+    configs' datasets (or the ``data.dataset=`` override of the same line) and ``seqlab data
+    fetch|stats NAME``. FSDD counts, though ``seqlab data fetch`` has no files of it."""
+    from seqlab import catalog
 
     found = set(FETCH.findall(code))
     for line in code.replace("\\\n", " ").split("\n"):
         override = DATASET_OVERRIDE.search(line)
         for config in CONFIG.findall(line):
             found.add(override.group(1) if override else dataset_of_config(config))
-    return {name for name in found if name in DATASETS and name not in GENERATED}
+    known = catalog.datasets()
+    return {n for n in found if n in known and not known[n].needs_path and n not in GENERATED}
 
 
 def analyse(blocks: list[Block]) -> None:

@@ -316,7 +316,7 @@ def test_self_attention_is_blind_to_order_until_positions_are_added(precision):
 
 # --------------------------------------------------------------------- scoring functions
 def _score(kind, q_size=6, k_size=6, hidden=5, max_len=9):
-    from seqlab.nn.attention import make_score
+    from seqlab.nn.attention_scores import make_score
 
     return make_score(kind, q_size, k_size, hidden, max_len).eval()
 
@@ -365,7 +365,7 @@ def test_location_score_ignores_keys_and_refuses_long_sources():
 
 
 def test_attention_pool_weights_sum_to_one_over_real_positions():
-    from seqlab.nn.attention import attention_pool
+    from seqlab.nn.attention_scores import attention_pool
 
     score = _score("general", q_size=4, k_size=6)
     q, k = torch.randn(2, 4), torch.randn(2, 5, 6)

@@ -73,7 +73,7 @@ def test_decoder_step_is_a_gru_cell_on_embedding_and_context():
 def test_linear_decoder_starts_from_the_encoder_and_queries_with_the_previous_top_state():
     """d2l.ai §11.4: s_0 = the encoder's final states; the query of step i is the
     previous top-layer decoder state s_{i-1}^{(L)}; keys = values = encoder outputs."""
-    from seqlab.nn.attention import attention_pool
+    from seqlab.nn.attention_scores import attention_pool
 
     cfg = BahdanauConfig(embed_dim=6, hidden_size=8, num_layers=2, decoder="linear", dropout=0.0)
     model = build_model(cfg, src_vocab_size=11, tgt_vocab_size=9).eval()

@@ -18,13 +18,13 @@ from seqlab.config import (
     SubwordConfig,
     TrainConfig,
     TransformerLMConfig,
-    apply_overrides,
     config_from_dict,
     config_to_dict,
     load_config,
     save_config,
 )
 from seqlab.errors import ConfigError
+from seqlab.storage.config_files import apply_overrides
 from tiny_runs import LM_TEXT as TEXT
 from tiny_runs import lm_raw, mt_raw
 

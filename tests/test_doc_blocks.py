@@ -1,7 +1,7 @@
 """Docs that cannot rot: every shell and Python block of README.md and of the docs site's pages
 runs, at a tiny budget, in page order (tests/doc_blocks.py: how, and the comments that steer a
-block). docs/tutorials/ runs in its own test; the pages whose blocks all need Multi30k or Tatoeba
-run in test_doc_blocks_datasets.py.
+block). docs/tutorials/ runs in its own test; the pages whose blocks need Multi30k, Tatoeba or
+FSDD run in test_doc_blocks_datasets.py.
 
 Also here: the harness finds every block, applies each smoke comment where it says, reports a
 failing block by its page, line, command and output, and skips only the blocks listed below.

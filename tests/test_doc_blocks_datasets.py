@@ -1,4 +1,4 @@
-"""Docs that cannot rot, the pages whose blocks all need Multi30k or Tatoeba
+"""Docs that cannot rot, the pages whose blocks need Multi30k, Tatoeba or FSDD
 (``doc_blocks.DATASET_PAGES``): each shell and Python block runs, at a tiny budget, when
 ``$SEQLAB_DATA_DIR`` holds the datasets (tests/doc_blocks.py; the other pages: test_doc_blocks.py).
 """

@@ -321,7 +321,8 @@ def test_every_relative_link_and_named_test_exists(path):
 def test_every_config_the_docs_show_is_valid():
     """A YAML block with data and model sections is a whole config: it validates as written
     (the files it names need not exist; they are read when training starts)."""
-    from seqlab.config import config_from_dict, parse_yaml
+    from seqlab.config import config_from_dict
+    from seqlab.storage.config_files import parse_yaml
 
     shown = 0
     for path in documents():

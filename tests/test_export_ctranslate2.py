@@ -25,7 +25,8 @@ from seqlab.tasks.translation import load_pairs
 from seqlab.tokens import BOS, EOS
 
 ctranslate2 = pytest.importorskip("ctranslate2")
-from seqlab.export.ctranslate2 import CTranslate2Engine, export_ctranslate2  # noqa: E402
+from seqlab.export.ctranslate2 import export_ctranslate2  # noqa: E402
+from seqlab.export.ctranslate2_engine import CTranslate2Engine  # noqa: E402
 
 #: the ``runs`` fixture's translation model: a Transformer, as an export needs
 RUNS_MT = "transformer-dates-2"

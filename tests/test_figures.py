@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from seqlab import plotting
 from seqlab.analysis.attention_scaling import measure, plot_scaling
-from seqlab.analysis.layer_costs import plot_layer_costs
+from seqlab.analysis.layer_costs_report import plot_layer_costs
 from seqlab.demos.vit_vs_cnn import plot_vit_vs_cnn
 
 #: text a user may give: mathtext if it were parsed (an even number of ``$``)

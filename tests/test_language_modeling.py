@@ -96,8 +96,8 @@ def _nan_weights(monkeypatch, module):
 
 
 def test_evaluate_never_reports_nan(runs, monkeypatch, capsys):
-    import seqlab.tasks.forecasting as forecasting
-    import seqlab.tasks.language_modeling as language_modeling
+    import seqlab.tasks.forecasting.task as forecasting
+    import seqlab.tasks.language_modeling.task as language_modeling
 
     before = succeeds(capsys, ["evaluate", "--run", runs / "lm", "--json"])
     assert math.isfinite(json.loads(before.out)["perplexity"])

@@ -11,10 +11,12 @@ from seqlab.analysis.layer_costs import (
     attention_memory_report,
     build_layer,
     fitted_slope,
-    format_layer_costs,
     measure_layer_costs,
-    parse_lengths,
     peak_memory_bytes,
+)
+from seqlab.analysis.layer_costs_report import (
+    format_layer_costs,
+    parse_lengths,
     plot_layer_costs,
     save_layer_costs,
 )

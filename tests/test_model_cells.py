@@ -18,7 +18,7 @@ from seqlab.errors import ConfigError
 from seqlab.models.forecasters import RNNForecaster, RNNForecasterConfig
 from seqlab.models.rnn_classifier import RNNClassifier, RNNClassifierConfig
 from seqlab.models.seq2seq import Seq2Seq, Seq2SeqConfig
-from seqlab.nn.attention import make_score
+from seqlab.nn.attention_scores import make_score
 from seqlab.nn.pooling import masked_max
 from seqlab.nn.rnn import RNN
 from seqlab.tokens import PAD

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from seqlab.config import PACKAGED_CONFIGS, TrainConfig, load_config
+from seqlab.config import TrainConfig, load_config
 from seqlab.objective import Selection
+from seqlab.storage.config_files import PACKAGED_CONFIGS
 from seqlab.training.optim import LRSchedule, Plateau, lr_multiplier
 
 

@@ -23,11 +23,11 @@ from seqlab.config import config_from_dict
 from seqlab.errors import SeqlabError
 from seqlab.experiment import train
 from seqlab.storage.atomic import atomic_write_text
+from seqlab.storage.output_dirs import output_dir
 from seqlab.storage.outputs import (
     FILE_RULE,
     FILES,
     MANIFEST,
-    output_dir,
     record_file,
     recorded_files,
     sha256_file,
@@ -126,7 +126,7 @@ def test_writers_of_different_files_in_one_folder_keep_each_others_records(tmp_p
 KILLED = """
 import sys, time
 from seqlab.storage.atomic import atomic_write_text
-from seqlab.storage.outputs import output_dir
+from seqlab.storage.output_dirs import output_dir
 
 with output_dir(sys.argv[1], "--out") as out:
     atomic_write_text(out / "gradients.png", "half drawn")

@@ -20,7 +20,8 @@ from seqlab.catalog import CellSpec, DatasetSpec, ModelSpec, Sizes
 from seqlab.cli import main
 from seqlab.config import ModelConfigBase, Positive, config_from_dict
 from seqlab.errors import ConfigError
-from seqlab.nn.rnn import RNN, RNNCell
+from seqlab.nn.cells import RNNCell
+from seqlab.nn.rnn import RNN
 from seqlab.tokens import PAD
 
 

@@ -93,6 +93,7 @@ def test_loading_never_touches_the_training_data(runs, monkeypatch, capsys, tmp_
         raise AssertionError("inference read the training data")
 
     monkeypatch.setattr("seqlab.tasks.translation.load_pairs", forbidden)
+    monkeypatch.setattr("seqlab.tasks.translation.artefacts.load_pairs", forbidden)
     monkeypatch.setattr("seqlab.tasks.language_modeling.load_corpus", forbidden)
     monkeypatch.setattr("seqlab.data.registry.resolve", forbidden)
     m = seqlab.load(runs / "mt")

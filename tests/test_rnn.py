@@ -4,13 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from seqlab.nn.rnn import (
-    RNN,
-    PeepholeLSTMCell,
-    fused_to_scratch_state_dict,
-    make_cell,
-    scratch_to_fused_state_dict,
-)
+from seqlab.nn.cells import PeepholeLSTMCell, make_cell
+from seqlab.nn.rnn import RNN, fused_to_scratch_state_dict, scratch_to_fused_state_dict
 
 ATOL = 1e-5
 B, T, I, H = 3, 6, 4, 5
@@ -272,7 +267,7 @@ def test_invalid_arguments_fail_with_clear_messages():
 def test_reset_before_gru_against_its_equation_and_against_pytorchs_form():
     """d2l.ai §10.2.2: H̃ = tanh(X W_xh + (R ⊙ H) W_hh + b_h); PyTorch's nn.GRU:
     H̃ = tanh(X W_xh + R ⊙ (H W_hh + b))."""
-    from seqlab.nn.rnn import GRUCell, GRUResetBeforeCell
+    from seqlab.nn.cells import GRUCell, GRUResetBeforeCell
 
     before = GRUResetBeforeCell(I, H).double()
     x = torch.randn(B, I, dtype=torch.float64)
@@ -302,7 +297,7 @@ def test_reset_before_gru_against_its_equation_and_against_pytorchs_form():
 
 def test_output_gated_rnn_against_its_equation():
     """ĥ_t = tanh(W_i x_t + W_h h_{t-1}), g_t = σ(U_g x_t + W_g h_{t-1}), h_t = ĥ_t ∘ g_t."""
-    from seqlab.nn.rnn import OutputGatedRNNCell
+    from seqlab.nn.cells import OutputGatedRNNCell
 
     cell = OutputGatedRNNCell(I, H).double()
     x = torch.randn(B, I, dtype=torch.float64)

@@ -34,7 +34,7 @@ import seqlab  # noqa: E402
 from conftest import png_claiming  # noqa: E402
 from seqlab.errors import SeqlabError  # noqa: E402
 from seqlab.serve import Limits, create_app  # noqa: E402
-from seqlab.serve.handlers import TranslationHandler  # noqa: E402
+from seqlab.tasks.translation.service import TranslationHandler  # noqa: E402
 
 TASKS = {
     "mt": "translation",

@@ -1,15 +1,27 @@
 """The page in a real browser (headless Chromium driven by selenium), as a user would use it:
-start ``seqlab serve`` on a tiny trained run, type a sentence, wait for the translation, hover a
-token and check where its attention lines go, toggle heads and check the drawing changes, and
-save a screenshot.
+start ``seqlab serve`` on tiny trained runs of every task, type a sentence, wait for the
+translation, hover a token and check where its attention lines go, toggle heads and check the
+drawing changes, and save a screenshot; classify texts and an image, generate text as it streams
+in, forecast from typed values and from a CSV file, each checked against the API's answer to the
+same request; and the form the page builds from a route's request schema when a task ships no
+panel script.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them); elsewhere the
-test is skipped with the command that installs them. ``SEQLAB_SERVE_SCREENSHOT=docs/serve.png``
-also writes the screenshot there (the README's picture), and ``SEQLAB_SERVE_RUN=RUN_DIR`` serves
-that run instead of the tiny one.
+tests are skipped with the command that installs them. ``SEQLAB_SERVE_SCREENSHOT=docs/serve.png``
+also writes the translation's screenshot there (the README's picture), and
+``SEQLAB_SERVE_RUN=RUN_DIR`` serves that run instead of the tiny translation one.
+
+Audio: a WAV file uploaded, and a recording from a second Chromium whose microphone plays a WAV
+file (Chromium's fake capture device). ``SEQLAB_SERVE_AUDIO_RUN=RUN_DIR`` with
+``SEQLAB_AUDIO_WAV=FILE.wav`` records that file for that run instead of a tone for the tiny one,
+and ``SEQLAB_SERVE_SCREENSHOT_AUDIO=docs/serve-audio.png`` writes the recording's screenshot
+there (the docs' picture).
 """
 
+import base64
+import io
 import json
+import math
 import os
 import shutil
 import socket
@@ -19,14 +31,18 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile
+
+from tiny_runs import tone
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 INSTALL = "apt-get install chromium chromium-driver (Debian/Ubuntu), then pip install selenium"
 
 
-def _browser(profile: Path):
+def _browser(profile: Path, *extra: str):
     if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
         pytest.skip(f"Chromium is not installed ({CHROMIUM}, {CHROMEDRIVER}): {INSTALL}")
     webdriver = pytest.importorskip("selenium.webdriver", reason=f"selenium is missing: {INSTALL}")
@@ -46,6 +62,7 @@ def _browser(profile: Path):
         "--disable-dev-shm-usage",
         "--window-size=1280,1400",  # the whole page, no scrolling, in the screenshot
         f"--user-data-dir={profile}",
+        *extra,
     ):
         options.add_argument(arg)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -59,14 +76,36 @@ def _post(url: str, body: dict) -> dict:
         return json.loads(response.read())
 
 
-@pytest.fixture
-def server(tiny_runs, tmp_path):
-    run = os.environ.get("SEQLAB_SERVE_RUN") or str(tiny_runs["mt"])
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+#: what the server serves: model name -> tiny run (tiny_runs.py); the page opens on the first
+SERVED = {
+    "dates": "mt",
+    "cls": "cls",
+    "lm": "lm",
+    "fc": "fc",
+    "vit": "vit",
+    "audio": "audio",
+    "audio-tf": "audio-transformer",
+}
+#: what the environment puts in their place: model name -> variable naming a run directory
+GIVEN = {"dates": "SEQLAB_SERVE_RUN", "audio": "SEQLAB_SERVE_AUDIO_RUN"}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_runs, tmp_path_factory):
+    given = {name: os.environ[var] for name, var in GIVEN.items() if os.environ.get(var)}
+    runs = {name: given.get(name) or str(tiny_runs[run]) for name, run in SERVED.items()}
+    tmp_path = tmp_path_factory.mktemp("server")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SEQLAB_OFFLINE": "1"}
-    argv = [sys.executable, "-m", "seqlab", "serve", f"dates={run}", "--port", str(port)]
+    served = [f"{name}={run}" for name, run in runs.items()]
+    argv = [sys.executable, "-m", "seqlab", "serve", *served, "--port", str(port)]
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([*argv, "--engine", "seqlab", "--quiet"], env=env, stderr=log)
     url = f"http://127.0.0.1:{port}"
@@ -200,5 +239,454 @@ def test_translate_and_explore_attention_in_chromium(server, tmp_path):
         assert [n.text for n in notes] == answer["warnings"]
         errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
         assert not errors, errors
+    finally:
+        driver.quit()
+
+
+def _open(driver, server, model):
+    """The page with ``model`` chosen in its select, once its panel is mounted."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    wait = WebDriverWait(driver, 20)
+    driver.get(server)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#model option"))
+    Select(driver.find_element(By.ID, "model")).select_by_value(model)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f'section.panel[data-model="{model}"]'))
+    wait.until(lambda d: d.find_element(By.ID, "status").text == "ready")
+    return wait
+
+
+def _no_severe_errors(driver):
+    errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    assert not errors, errors
+
+
+def _type(driver, field, text):
+    from selenium.webdriver.common.by import By
+
+    box = driver.find_element(By.ID, field)
+    box.clear()
+    box.send_keys(text)
+
+
+def test_classify_texts_in_chromium(server, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver = _browser(tmp_path / "profile")
+    try:
+        wait = _open(driver, server, "cls")
+        assert not driver.find_element(By.ID, "cls-image").is_displayed()
+        texts = ["a wonderful story", "boring mess zzz"]
+        _type(driver, "cls-text", "\n".join(texts))
+        driver.find_element(By.ID, "classify").click()
+        wait.until(lambda d: d.find_element(By.ID, "status").text == "classified")
+        answer = _post(server + "/classify", {"model": "cls", "text": texts, "attention": True})
+
+        # each text's label and its labels' bars, as the API answers
+        results = driver.find_elements(By.CSS_SELECTOR, "#output .result")
+        assert len(results) == len(answer["results"]) == 2
+        for box, text, r in zip(results, texts, answer["results"], strict=True):
+            assert box.find_element(By.CSS_SELECTOR, ".muted").text == text
+            label = box.find_element(By.TAG_NAME, "strong").text.split()
+            assert label == [r["label"], f"{100 * r['probability']:.1f}%"]
+            ranked = sorted(r["probabilities"].items(), key=lambda kv: -kv[1])
+            bars = box.find_elements(By.CSS_SELECTOR, ".probs > div")
+            assert [b.text for b in bars] == [f"{k} {100 * p:.1f}%" for k, p in ranked]
+        notes = driver.find_elements(By.CSS_SELECTOR, "#output > .note")
+        assert answer["warnings"] and [n.text for n in notes] == answer["warnings"]
+
+        # the first text's self-attention in the explorer; a click on the second shows its own
+        assert driver.find_element(By.ID, "explorer").is_displayed()
+        assert [o.text for o in Select(driver.find_element(By.ID, "att-kind")).options] == ["self"]
+        svg = driver.find_element(By.ID, "att-lines")
+        for i, box in enumerate(results):
+            box.click()
+            assert "selected" in box.get_attribute("class")
+            tokens = answer["results"][i]["attention"]["tokens"]
+            assert [t.text for t in svg.find_elements(By.CSS_SELECTOR, "text.query")] == tokens
+        layers = answer["results"][1]["attention"]["layers"]
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#grid canvas")) == len(layers) * len(
+            layers[0]
+        )
+        driver.save_screenshot(str(tmp_path / "classify.png"))
+        _no_severe_errors(driver)
+    finally:
+        driver.quit()
+
+
+def test_classify_an_image_with_its_rollout_in_chromium(server, tmp_path):
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+
+    image = Image.new("L", (28, 28), 10)
+    image.paste(255, (6, 6, 14, 14))
+    image.save(tmp_path / "digit.png")
+    driver = _browser(tmp_path / "profile")
+    try:
+        wait = _open(driver, server, "vit")
+        assert not driver.find_element(By.ID, "cls-text").is_displayed()
+        driver.find_element(By.ID, "cls-image").send_keys(str(tmp_path / "digit.png"))
+        driver.find_element(By.ID, "classify").click()
+        rollout = wait.until(lambda d: d.find_elements(By.ID, "rollout"))[0]
+        assert rollout.is_displayed()
+        data = base64.b64encode((tmp_path / "digit.png").read_bytes()).decode()
+        answer = _post(server + "/classify", {"model": "vit", "image": data, "attention": True})
+        (r,) = answer["results"]
+        label = driver.find_element(By.CSS_SELECTOR, "#output .result strong").text.split()
+        assert label == [r["label"], f"{100 * r['probability']:.1f}%"]
+        patches = driver.find_elements(By.CSS_SELECTOR, "#att-lines text.query")
+        assert [t.text for t in patches] == r["attention"]["tokens"]
+        # the canvas shows the image under the rollout: its corners differ from its middle
+        pixels = driver.execute_script(
+            "const c = arguments[0].getContext('2d');"
+            "return [c.getImageData(1, 1, 1, 1).data[0], c.getImageData(80, 80, 1, 1).data[0]];",
+            rollout,
+        )
+        assert pixels[0] != pixels[1]
+        driver.save_screenshot(str(tmp_path / "rollout.png"))
+        _no_severe_errors(driver)
+    finally:
+        driver.quit()
+
+
+def test_generate_streams_tokens_in_chromium(server, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    driver = _browser(tmp_path / "profile")
+    try:
+        wait = _open(driver, server, "lm")
+        status = driver.find_element(By.ID, "status")
+        assert driver.find_element(By.ID, "stream").is_selected()
+        for field, value in (("prefix", "the time"), ("tokens", "30"), ("temperature", "0.8")):
+            _type(driver, field, value)
+        _type(driver, "seed", "3")
+        body = {"model": "lm", "prefix": "the time", "tokens": 30, "temperature": 0.8, "seed": 3}
+        answer = _post(server + "/generate", body)
+        assert len(answer["tokens"]) == 30
+
+        # streamed: one token event after another, the same text as the API's answer at once
+        driver.find_element(By.ID, "generate").click()
+        wait.until(lambda d: "(streamed)" in status.text)
+        shown = driver.find_element(By.CSS_SELECTOR, "#output .generated")
+        assert shown.get_attribute("textContent") == answer["text"]
+        assert status.text == "generated 30 tokens (streamed)"
+        driver.save_screenshot(str(tmp_path / "generate.png"))
+
+        # not streamed: the same again
+        driver.find_element(By.ID, "stream").click()
+        driver.find_element(By.ID, "generate").click()
+        wait.until(lambda d: status.text == "generated 30 tokens")
+        shown = driver.find_element(By.CSS_SELECTOR, "#output .generated")
+        assert shown.get_attribute("textContent") == answer["text"]
+        _no_severe_errors(driver)
+    finally:
+        driver.quit()
+
+
+def _forecast_shown(driver):
+    from selenium.webdriver.common.by import By
+
+    text = driver.find_element(By.CSS_SELECTOR, "#output .result").text
+    assert text.startswith("forecast: ")
+    return [float(v) for v in text.removeprefix("forecast: ").split(", ")]
+
+
+def test_forecast_from_values_and_from_a_csv_in_chromium(server, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    values = [round(math.sin(i / 3), 4) for i in range(24)]
+    driver = _browser(tmp_path / "profile")
+    try:
+        wait = _open(driver, server, "fc")
+        status = driver.find_element(By.ID, "status")
+        _type(driver, "history", ", ".join(map(str, values)))
+        _type(driver, "steps", "6")
+        driver.find_element(By.ID, "forecast").click()
+        wait.until(lambda d: status.text.startswith("forecast 6 steps"))
+        answer = _post(server + "/forecast", {"model": "fc", "history": values, "steps": 6})
+        assert status.text == f"forecast 6 steps from 24 values (window {answer['window']})"
+        # the values, to the 4 significant digits the page shows
+        assert _forecast_shown(driver) == pytest.approx(answer["forecast"], rel=1e-3, abs=1e-9)
+        chart = driver.find_element(By.ID, "chart")
+        assert chart.is_displayed()
+        lines = {
+            line.get_attribute("class"): line.get_attribute("points").split()
+            for line in chart.find_elements(By.TAG_NAME, "polyline")
+        }
+        assert len(lines["given"]) == 24 and len(lines["continued"]) == 1 + 6
+        assert lines["continued"][0] == lines["given"][-1]
+        driver.save_screenshot(str(tmp_path / "forecast.png"))
+
+        # a CSV file instead: its column read by the server, the same forecast as the API's
+        rows = [f"{i},{math.cos(i / 4):.4f}" for i in range(30)]
+        csv = "step,value\n" + "\n".join(rows) + "\n"
+        (tmp_path / "series.csv").write_text(csv)
+        driver.find_element(By.ID, "csv").send_keys(str(tmp_path / "series.csv"))
+        driver.find_element(By.ID, "forecast").click()
+        wait.until(lambda d: "from 30 values" in status.text)
+        answer = _post(server + "/forecast", {"model": "fc", "csv": csv, "steps": 6})
+        assert _forecast_shown(driver) == pytest.approx(answer["forecast"], rel=1e-3, abs=1e-9)
+        _no_severe_errors(driver)
+    finally:
+        driver.quit()
+
+
+#: run before the page's scripts: /models as if no task shipped a panel script
+NO_PANELS = """
+const fetched = window.fetch;
+window.fetch = async (...args) => {
+  const response = await fetched(...args);
+  if (String(args[0]) !== "/models" || !response.ok) return response;
+  const data = await response.json();
+  for (const m of data.models) m.panel = null;
+  return new Response(JSON.stringify(data), {headers: {"content-type": "application/json"}});
+};
+"""
+
+
+def _answer(driver, wait):
+    from selenium.webdriver.common.by import By
+
+    wait.until(lambda d: d.find_element(By.ID, "status").text.startswith("answered"))
+    return json.loads(driver.find_element(By.ID, "answer").get_attribute("textContent"))
+
+
+def test_a_task_without_a_panel_gets_a_form_from_its_request_schema(server, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver = _browser(tmp_path / "profile")
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": NO_PANELS})
+    field = lambda name: driver.find_element(By.ID, f"field-{name}")  # noqa: E731
+    try:
+        # /translate: its fields, bounds and descriptions (positive integers start at 1)
+        wait = _open(driver, server, "dates")
+        assert driver.find_elements(By.ID, "panel-generic") and not driver.find_elements(
+            By.ID, "source"
+        )
+        names = [
+            e.get_attribute("id") for e in driver.find_elements(By.CSS_SELECTOR, "[id^=field-]")
+        ]
+        assert names == [
+            f"field-{n}" for n in ("text", "beam", "nbest", "length_penalty", "attention")
+        ]
+        assert field("text").tag_name == "textarea"
+        assert (field("beam").get_attribute("min"), field("beam").get_attribute("step")) == (
+            "1",
+            "1",
+        )
+        bounds = [field("length_penalty").get_attribute(a) for a in ("min", "max", "step")]
+        assert bounds == ["0", "10", "any"]
+        assert field("attention").get_attribute("type") == "checkbox"
+        label = driver.find_element(By.CSS_SELECTOR, "label[for=field-beam]")
+        assert "beam size" in label.get_attribute("title")
+
+        # /forecast: an enum is a select with its default; a required field left empty sends nothing
+        wait = _open(driver, server, "fc")
+        missing = Select(field("missing"))
+        assert [o.text for o in missing.options] == ["error", "interpolate", "drop"]
+        assert missing.first_selected_option.text == "error"
+        values = [round(math.sin(i / 3), 4) for i in range(12)]
+        _type(driver, "field-history", " ".join(map(str, values)))
+        driver.find_element(By.ID, "send").click()
+        status = driver.find_element(By.ID, "status")
+        assert "steps is required" in status.text and "error" in status.get_attribute("class")
+        assert not driver.find_elements(By.ID, "answer")
+        _type(driver, "field-steps", "3")
+        driver.find_element(By.ID, "send").click()
+        assert _answer(driver, wait) == _post(
+            server + "/forecast", {"model": "fc", "history": values, "steps": 3}
+        )
+
+        # /classify: several lines are a list of texts; the checkbox asks for attention
+        wait = _open(driver, server, "cls")
+        _type(driver, "field-text", "a wonderful story\nboring mess")
+        field("attention").click()
+        driver.find_element(By.ID, "send").click()
+        body = {"model": "cls", "text": ["a wonderful story", "boring mess"], "attention": True}
+        assert _answer(driver, wait) == _post(server + "/classify", body)
+
+        # /generate: defaults filled in; stream: true shows the final answer of the stream
+        wait = _open(driver, server, "lm")
+        assert (field("tokens").get_attribute("value"), field("seed").get_attribute("value")) == (
+            "100",
+            "0",
+        )
+        _type(driver, "field-prefix", "the time")
+        _type(driver, "field-tokens", "12")
+        field("stream").click()
+        driver.find_element(By.ID, "send").click()
+        shown = _answer(driver, wait)
+        assert driver.find_element(By.ID, "status").text == "answered (streamed, 12 tokens)"
+        assert shown == _post(
+            server + "/generate", {"model": "lm", "prefix": "the time", "tokens": 12}
+        )
+        driver.save_screenshot(str(tmp_path / "generic.png"))
+        _no_severe_errors(driver)
+    finally:
+        driver.quit()
+
+
+def _colours(driver, canvas_id):
+    """How many different colours the canvas ``canvas_id`` shows (1: blank)."""
+    return driver.execute_script(
+        "const c = document.getElementById(arguments[0]);"
+        "const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        "const seen = new Set();"
+        "for (let i = 0; i < d.length; i += 4) seen.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);"
+        "return seen.size;",
+        canvas_id,
+    )
+
+
+def _audio_shown(driver, answer):
+    """Checks the audio panel shows ``answer``'s one result: its label, its bars, its log-mel
+    frames and (where it has it) its attention over time, each canvas drawn."""
+    from selenium.webdriver.common.by import By
+
+    (r,) = answer["results"]
+    assert driver.find_element(By.ID, "audio-label").text == r["label"]
+    ranked = sorted(r["probabilities"].items(), key=lambda kv: -kv[1])
+    bars = driver.find_elements(By.CSS_SELECTOR, "#output .probs > div")
+    assert [b.text for b in bars] == [f"{k} {100 * p:.1f}%" for k, p in ranked]
+    spectrogram = driver.find_element(By.ID, "audio-spectrogram")
+    assert int(spectrogram.get_attribute("data-drawn")) == len(r["features"])
+    assert _colours(driver, "audio-spectrogram") > 10
+    assert _colours(driver, "audio-wave") > 1
+    strips = driver.find_elements(By.ID, "audio-attention")
+    if r["attention"] is None:
+        assert not strips
+    else:
+        assert int(strips[0].get_attribute("data-drawn")) == len(r["attention"])
+        assert _colours(driver, "audio-attention") > 1
+    assert driver.find_element(By.ID, "audio-player").get_attribute("src").startswith("blob:")
+
+
+def test_classify_an_uploaded_wav_in_chromium(server, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    # a high tone as a browser rarely gets one: 44.1 kHz, two channels, 24-bit samples
+    wave = tone(1320.0, 0.6, rate=44100)
+    soundfile.write(tmp_path / "tone.wav", np.stack([wave, 0.5 * wave], 1), 44100, "PCM_24")
+    data = base64.b64encode((tmp_path / "tone.wav").read_bytes()).decode()
+    (tmp_path / "notes.wav").write_text("not a recording\n")
+    soundfile.write(tmp_path / "long.wav", np.zeros(31 * 8000, np.float32), 8000, "PCM_16")
+    driver = _browser(tmp_path / "profile")
+    try:
+        for model, attention in (("audio-tf", True), ("audio", False)):
+            wait = _open(driver, server, model)
+            status = driver.find_element(By.ID, "status")
+            driver.find_element(By.ID, "audio-file").send_keys(str(tmp_path / "tone.wav"))
+            wait.until(lambda d: status.text == "classified tone.wav")  # noqa: B023
+            body = {"model": model, "audio": data, "attention": attention, "features": True}
+            answer = _post(server + "/classify-audio", body)
+            _audio_shown(driver, answer)
+            # the waveform: the browser's own decoding of the file, every sample
+            drawn = driver.find_element(By.ID, "audio-wave").get_attribute("data-drawn")
+            assert int(drawn) == len(wave)
+        driver.save_screenshot(str(tmp_path / "upload.png"))
+        _no_severe_errors(driver)
+
+        # not a WAV file: the server's one-line error in the status line, the last answer kept
+        driver.find_element(By.ID, "audio-file").send_keys(str(tmp_path / "notes.wav"))
+        wait.until(lambda d: "error" in status.get_attribute("class"))
+        assert status.text == "422: audio: not a WAV file (libsndfile cannot read it)"
+        assert driver.find_element(By.ID, "audio-label").text == answer["results"][0]["label"]
+        # longer than the server reads: its limit named
+        driver.find_element(By.ID, "audio-file").send_keys(str(tmp_path / "long.wav"))
+        wait.until(lambda d: status.text.startswith("413: "))
+        assert status.text.endswith(
+            "over the server's limit max_audio_seconds=30 [max_audio_seconds]"
+        )
+    finally:
+        driver.quit()
+
+
+#: run before the page's scripts: keeps the body of each request the page posts (window.sent)
+KEEP_SENT = """
+window.sent = [];
+const posted = window.fetch;
+window.fetch = (url, init) => {
+  if (init && init.body) window.sent.push(JSON.parse(init.body));
+  return posted(url, init);
+};
+"""
+
+
+def _microphone(profile: Path, wav: Path):
+    """A Chromium whose microphone plays ``wav`` once (16-bit PCM; Chromium's fake capture
+    device), its permission granted, keeping what the page posts."""
+    driver = _browser(
+        profile,
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={wav}%noloop",
+    )
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": KEEP_SENT})
+    return driver
+
+
+def test_record_from_the_microphone_in_chromium(server, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    given = os.environ.get("SEQLAB_AUDIO_WAV") if os.environ.get("SEQLAB_SERVE_AUDIO_RUN") else None
+    if given:
+        samples, rate = soundfile.read(given, dtype="float32", always_2d=True)
+        samples = samples.mean(1)
+    else:
+        samples, rate = tone(1320.0, 0.8, rate=16000), 16000
+    heard = tmp_path / "heard.wav"
+    soundfile.write(heard, samples, rate, "PCM_16")
+    # a quiet room either side (-60 dB noise): the capture starts before the page listens, and
+    # once the file has played the fake device repeats its last block
+    room = 1e-3 * np.random.default_rng(0).standard_normal(int(0.3 * rate))
+    played = np.concatenate([room, samples, room[::-1]]).astype(np.float32)
+    soundfile.write(tmp_path / "mic.wav", played, rate, "PCM_16")
+    seconds = len(samples) / rate
+    driver = _microphone(tmp_path / "profile", tmp_path / "mic.wav")
+    try:
+        wait = _open(driver, server, "audio")
+        status = driver.find_element(By.ID, "status")
+        record = driver.find_element(By.ID, "record")
+        record.click()
+        wait.until(lambda d: record.text == "Stop" and status.text.startswith("recording"))
+        time.sleep(seconds + 0.9)
+        record.click()
+        wait.until(lambda d: status.text == "classified the recording")
+        assert record.text == "Record"
+        data = base64.b64encode(heard.read_bytes()).decode()
+        answer = _post(server + "/classify-audio", {"model": "audio", "audio": data})
+        assert driver.find_element(By.ID, "audio-label").text == answer["results"][0]["label"]
+
+        # what the page sent: a mono 16-bit WAV file at the capture rate, its silence cut
+        (body,) = [b for b in driver.execute_script("return window.sent") if "audio" in b]
+        model = next(m for m in _get(server + "/models")["models"] if m["name"] == "audio")
+        assert (body["features"], body["attention"]) == (True, bool(model["attention"]))
+        wav = base64.b64decode(body["audio"].removeprefix("data:audio/wav;base64,"))
+        info = soundfile.info(io.BytesIO(wav))
+        kept, capture_rate = map(
+            int, driver.find_element(By.ID, "panel-audio").get_attribute("data-recorded").split()
+        )
+        assert (info.channels, info.subtype, info.samplerate) == (1, "PCM_16", capture_rate)
+        assert info.frames == kept and capture_rate >= 8000
+        # no more than the file's sound and 0.05 s either side, no less than half of it
+        assert seconds / 2 <= info.duration <= seconds + 0.15
+        _audio_shown(driver, _post(server + "/classify-audio", body))
+
+        shot = tmp_path / "record.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+        if os.environ.get("SEQLAB_SERVE_SCREENSHOT_AUDIO"):
+            shutil.copyfile(shot, os.environ["SEQLAB_SERVE_SCREENSHOT_AUDIO"])
+
+        # left alone, a recording stops by itself after 3 s (the fake device plays the file again)
+        record.click()
+        wait.until(lambda d: record.text == "Stop")
+        wait.until(lambda d: record.text == "Record")
+        wait.until(lambda d: len(d.execute_script("return window.sent")) == 2)
+        wait.until(lambda d: status.text == "classified the recording")
+        assert driver.find_element(By.ID, "audio-label").text == answer["results"][0]["label"]
+        _no_severe_errors(driver)
     finally:
         driver.quit()

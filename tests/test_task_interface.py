@@ -137,7 +137,7 @@ def test_an_option_the_runs_task_does_not_declare_is_refused_by_one_rule(
     fails(
         capsys,
         ["classify", "--run", cls, "x.png"],
-        "files (arguments) applies to image classification runs",
+        "files (arguments) applies to image classification and audio classification runs",
         "give sentences with --input FILE or on stdin",
     )
     fails(

@@ -46,6 +46,7 @@ TOPICS = [
     "11-classification",
     "12-vision-transformer",
     "13-serving",
+    "14-spoken-digits",
 ]
 SECTIONS = [
     "## The idea",

@@ -13,7 +13,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import soundfile
 import torch
 
 from conftest import tiny_dates_transformer
@@ -129,6 +131,46 @@ def _configs(root: Path) -> dict[str, dict[str, Any]]:
             },
             "train": STEPS,
         },
+        # audio: tones of two pitches in a folder (audio-folder), a CNN over log-mel frames
+        "audio": {
+            "data": {
+                "dataset": "audio-folder",
+                "path": str(root / "tones"),
+                "batch_size": 8,
+                "val_fraction": 0.2,
+                "test_fraction": 0.2,
+            },
+            "model": {
+                "arch": "audio_classifier",
+                "features": {"n_mels": 16},
+                "augment": False,
+                "body": {"arch": "cnn_text", "embed_dim": 8, "widths": [3], "channels": 8},
+            },
+            "train": {**STEPS, "max_steps": 30, "eval_every": 30, "lr": 0.01},
+        },
+        "audio-transformer": {
+            "data": {
+                "dataset": "audio-folder",
+                "path": str(root / "tones"),
+                "batch_size": 8,
+                "val_fraction": 0.2,
+                "test_fraction": 0.2,
+            },
+            "model": {
+                "arch": "audio_classifier",
+                "features": {"n_mels": 16},
+                "augment": False,
+                "body": {
+                    "arch": "transformer_classifier",
+                    "d_model": 16,
+                    "num_heads": 2,
+                    "d_ff": 32,
+                    "num_layers": 2,
+                    "dropout": 0.0,
+                },
+            },
+            "train": {**STEPS, "max_steps": 30, "eval_every": 30, "lr": 0.01},
+        },
         "lm": {
             "data": {
                 "dataset": "text",
@@ -218,6 +260,27 @@ def _synthetic_images(cfg: Any) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     return {"train": split(64), "val": split(16), "test": split(16)}
 
 
+#: the tiny audio runs' classes: a tone's pitch (Hz)
+TONES = {"low": 330.0, "high": 1320.0}
+
+
+def tone(freq: float, seconds: float = 0.5, rate: int = 8000, phase: float = 0.0) -> np.ndarray:
+    """A sine tone with a short fade in and out, float32 in [-0.5, 0.5]."""
+    t = np.arange(int(seconds * rate)) / rate
+    fade = np.minimum(1.0, np.minimum(t, seconds - t) / 0.02)
+    return (0.5 * fade * np.sin(2 * np.pi * freq * t + phase)).astype(np.float32)
+
+
+def write_tones(folder: Path, per_class: int = 20) -> None:
+    """``folder/LABEL/NN.wav``: 16-bit 8 kHz tones of each pitch in :data:`TONES`, of varied
+    lengths and phases (an ``audio-folder`` dataset)."""
+    for label, freq in TONES.items():
+        (folder / label).mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            wave = tone(freq * (1 + 0.02 * (i % 3)), 0.3 + 0.05 * (i % 5), phase=0.3 * i)
+            soundfile.write(folder / label / f"{i:02d}.wav", wave, 8000, subtype="PCM_16")
+
+
 class TinyRuns:
     """Run directories by name (see :func:`_configs`), each trained on first use."""
 
@@ -226,6 +289,7 @@ class TinyRuns:
         (root / "corpus.txt").write_text(LM_TEXT)
         rows = [f"{s}\tpos" for s in POS] + [f"{s}\tneg" for s in NEG]
         (root / "reviews.tsv").write_text("\n".join(rows * 4) + "\n")
+        write_tones(root / "tones")
         self._configs = _configs(root)
 
     def __getitem__(self, name: str) -> Path:

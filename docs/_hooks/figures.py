@@ -6,7 +6,8 @@ them. Neither ``make docs`` nor the tests run it.
 1. the tutorials' figures (``docs/tutorials/figures/``): every page at the full budget, on one
    thread (``docs/_hooks/notebooks.py``);
 2. the serving page (``docs/serve.png``): the browser test against the demo's Transformer
-   (``make demo`` first);
+   (``make demo`` first); its audio panel recording a digit (``docs/serve-audio.png``) when
+   ``runs/fsdd-transformer`` exists;
 3. the Multi30k curves (``docs/multi30k-bleu.png``, ``docs/multi30k-tiny-bleu.png``): ``seqlab
    curves`` over the runs of the Results page, only when ``runs/`` holds them (they take hours to
    train; the script names the missing runs and leaves those figures alone);
@@ -69,6 +70,23 @@ def serve() -> None:
     run(
         sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "tests/test_serve_browser.py",
         env={"SEQLAB_SERVE_RUN": "runs/demo/transformer", "SEQLAB_SERVE_SCREENSHOT": "docs/serve.png"},
+    )  # fmt: skip
+    audio = "runs/fsdd-transformer"  # the audio panel, recording a real digit (needs FSDD)
+    if not (ROOT / audio).is_dir():
+        print(
+            f"docs/serve-audio.png: left as it is; train {audio} first "
+            "(seqlab train configs/fsdd-transformer.yaml --out runs/fsdd-transformer)"
+        )
+        return
+    wav = (
+        Path(os.environ.get("SEQLAB_DATA_DIR", "../shared/data"))
+        / "fsdd/recordings/7_jackson_3.wav"
+    )
+    run(
+        sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "tests/test_serve_browser.py",
+        "-k", "microphone",
+        env={"SEQLAB_SERVE_AUDIO_RUN": audio, "SEQLAB_AUDIO_WAV": str(wav),
+             "SEQLAB_SERVE_SCREENSHOT_AUDIO": "docs/serve-audio.png"},
     )  # fmt: skip
 
 

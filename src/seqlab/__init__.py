@@ -30,6 +30,6 @@ def load(run_dir: str | Path, which: str = "best", precision: str | None = None)
     Inference runs in fp32 unless ``precision="bf16"`` (faster where the CPU has native bf16;
     outputs agree with fp32 up to near-tied tokens): see :mod:`seqlab.runtime.precision`.
     """
-    from seqlab.tasks import load as load_run
+    from seqlab.tasks import load as load_run  # deferred: torch (import seqlab stays light)
 
     return load_run(run_dir, which, precision)

@@ -1,5 +1,4 @@
-"""The catalog: one record for each model, dataset and recurrent cell, and each task's rules
-across config sections; the one source of the lists that configs, the model builder and the
+"""The catalog: one record for each model, dataset, recurrent cell and task; the one source of the lists that configs, the model builder and the
 command line derive from.
 
 Each record is a plain dataclass written next to the code it describes and registered by one
@@ -8,7 +7,7 @@ call there::
     register_model(ModelSpec(RNNLMConfig, lambda cfg, sizes: ...))   # seqlab/models/rnn_lm.py
     register_dataset(DatasetSpec("sst2", "classification", read_sst2))   # seqlab/data/classification.py
     register_cell(CellSpec("lstm", LSTMCell, fused=nn.LSTM))            # seqlab/nn/rnn.py
-    register_task_rules("translation", check_config)                    # seqlab/tasks/translation/task.py
+    register_task(TaskSpec("translation", build_experiment, (Translator,), ...))  # seqlab/tasks/translation/
 
 What derives from them: ``model.arch``, the class that validates the ``model`` section and
 :func:`seqlab.models.build_model` (:class:`ModelSpec`); ``data.dataset``, its task, whether it
@@ -16,16 +15,18 @@ reads ``data.path``, the reader each task calls, the files it downloads with the
 licence (:class:`DataFile`; :mod:`seqlab.data.registry` finds, verifies, downloads and caches
 them) and ``seqlab data list``/``fetch`` (:class:`DatasetSpec`);
 ``model.cell``, which cells have a fused PyTorch layer, and the cells of
-:class:`seqlab.nn.rnn.RNN` (:class:`CellSpec`); the checks across sections of
-:class:`seqlab.config.ExperimentConfig` (task rules).
+:class:`seqlab.nn.rnn.RNN` (:class:`CellSpec`); for each task, what trains it, what loads
+its runs (and so the options of the command line), the checks across sections of
+:class:`seqlab.config.ExperimentConfig`, and the server's route, request, response and page
+panel for it (:class:`TaskSpec`).
 
-Reading a kind (:func:`models`, :func:`datasets`, :func:`cells`, :func:`task_rules`) first
+Reading a kind (:func:`models`, :func:`datasets`, :func:`cells`, :func:`tasks`) first
 imports, once, the package that registers seqlab's own records of that kind (:data:`BUILTIN`):
 adding an architecture or a dataset to seqlab is one new module plus its import line in
 ``seqlab/models/__init__.py`` or ``seqlab/data/__init__.py``. Code outside seqlab registers its
 records the same way before it loads a config that names them; :func:`registered` does it for the
 length of a ``with`` block (``tests/test_plugins.py`` trains, evaluates and loads a model and a
-dataset defined in the test file alone).
+dataset defined in the test file alone; ``tests/test_task_plugin.py`` a whole task, served).
 
 This module imports nothing from seqlab, so every layer can register here.
 """
@@ -40,14 +41,20 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 #: what a model reads, and what a dataset's examples are
-Inputs = Literal["text", "image", "series"]
-INPUTS = ("text", "image", "series")
+Inputs = Literal["text", "image", "series", "audio"]
+INPUTS = ("text", "image", "series", "audio")
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """What the data decides about a model's shape (vocabularies, classes, window); a builder
-    takes the ones its architecture needs with :meth:`need`."""
+    """What the data decides about a model's shape (vocabularies, classes, window, sample
+    rate); a builder takes the ones its architecture needs with :meth:`need`.
+
+    ``input_dim`` asks a classifier of tokens for float frames ``(B, T, input_dim)`` in their
+    place (a linear projection instead of its embedding table), and ``input_frames`` a vision
+    model for a one-channel ``input_dim × input_frames`` image: how the audio classifier
+    (:mod:`seqlab.models.audio`) feeds its log-mel frames to the existing classifiers.
+    """
 
     arch: str
     vocab_size: int | None = None
@@ -55,6 +62,9 @@ class Sizes:
     tgt_vocab_size: int | None = None
     num_classes: int | None = None
     window: int | None = None
+    sample_rate: int | None = None
+    input_dim: int | None = None
+    input_frames: int | None = None
 
     def need(self, name: str) -> int:
         """The size called ``name``, which the caller of the builder must have given."""
@@ -133,7 +143,8 @@ class DatasetSpec:
             (images (N, C, H, W) in [0, 1], labels (N,))}`` (``classification``), in both with
             ``train`` and the held-out ``val`` that chooses checkpoints; the series, a float
             tensor (N,) (``forecasting``).
-        inputs: ``text``, ``image`` or ``series``.
+        inputs: ``text``, ``image``, ``series`` or ``audio`` (clips,
+            :mod:`seqlab.data.audio_datasets`).
         needs_path: the examples are the user's file, ``data.path`` (required with this
             dataset and refused with any other).
         labels: classification: the label names in the dataset's order (else the sorted labels
@@ -149,6 +160,8 @@ class DatasetSpec:
             dataset or the user's file).
         licence: the terms of the files (shown by ``seqlab data list``).
         citation: the work to cite for them.
+        speakers: the speakers of a speech dataset, who ``data.test_speaker`` and
+            ``data.val_speaker`` may hold out (none: those keys are refused with it).
     """
 
     name: str
@@ -163,6 +176,39 @@ class DatasetSpec:
     files: tuple[DataFile, ...] = ()
     licence: str = ""
     citation: str = ""
+    speakers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task, as model configs name it (their ``task`` class variable), declared once: what
+    trains it, what loads its runs, how it chooses checkpoints and how it is served.
+
+    Args:
+        name: the task's name (``translation``).
+        build_experiment: ``build_experiment(cfg, run_dir) -> Experiment``: data, model, loss and
+            metric for training (:class:`seqlab.tasks.base.Experiment`; ``run_dir`` when
+            resuming, whose artefacts are then reused).
+        predictors: its :class:`seqlab.tasks.base.Predictor` classes, one per kind of run (text
+            and image classifiers are two kinds of one task); the first whose ``accepts(cfg)``
+            is true loads a run. Their declared options make the command line's.
+        select: how checkpoints are chosen (:class:`seqlab.objective.Selection`).
+        artefacts: the files it writes into a run directory besides config and checkpoints.
+        rules: ``rules(cfg)`` raises ``ValueError`` (naming the keys) when an
+            :class:`seqlab.config.ExperimentConfig` of this task combines its sections wrongly.
+        service: how it is served (:class:`seqlab.serve.service.Service`: route, request,
+            response, handler, page panel), or None.
+        summary: one line for listings.
+    """
+
+    name: str
+    build_experiment: Callable[[Any, Any], Any]
+    predictors: tuple[type, ...]
+    select: Any
+    artefacts: frozenset[str] = frozenset()
+    rules: Callable[[Any], None] | None = None
+    service: Any = None
+    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -190,14 +236,14 @@ class CellSpec:
 BUILTIN = {
     "models": "seqlab.models",
     "datasets": "seqlab.data",
-    "cells": "seqlab.nn.rnn",
-    "task rules": "seqlab.tasks",
+    "cells": "seqlab.nn.cells",
+    "tasks": "seqlab.tasks",
 }
 
 _MODELS: dict[str, ModelSpec] = {}
 _DATASETS: dict[str, DatasetSpec] = {}
 _CELLS: dict[str, CellSpec] = {}
-_TASK_RULES: dict[str, Callable[[Any], None]] = {}
+_TASKS: dict[str, TaskSpec] = {}
 _loaded: set[str] = set()
 
 
@@ -256,29 +302,45 @@ def register_cell(spec: CellSpec) -> CellSpec:
     return _add(_CELLS, "cell", spec.name, spec)
 
 
-def register_task_rules(task: str, rules: Callable[[Any], None]) -> Callable[[Any], None]:
-    """Add a task's configuration rules: ``rules(cfg)`` raises ``ValueError`` (naming the keys)
-    when an :class:`seqlab.config.ExperimentConfig` of that task combines its sections wrongly."""
-    return _add(_TASK_RULES, "task's rules", task, rules)
+def register_task(spec: TaskSpec) -> TaskSpec:
+    """Add a task; its name must be new, and its predictors must say they are of it."""
+    wrong = [p.__name__ for p in spec.predictors if getattr(p, "task", None) != spec.name]
+    if not spec.predictors or wrong:
+        raise ValueError(
+            f"task {spec.name!r} needs predictors whose task is {spec.name!r}"
+            + (f"; {', '.join(wrong)} say otherwise" if wrong else "")
+        )
+    routes = {t.service.route: n for n, t in _TASKS.items() if t.service is not None}
+    if spec.service is not None and spec.service.route in routes:
+        raise ValueError(
+            f"task {spec.name!r}: the route {spec.service.route} is task "
+            f"{routes[spec.service.route]!r}'s already"
+        )
+    return _add(_TASKS, "task", spec.name, spec)
 
 
 _TABLES: dict[type, tuple[str, dict[str, Any]]] = {
     ModelSpec: ("models", _MODELS),
     DatasetSpec: ("datasets", _DATASETS),
     CellSpec: ("cells", _CELLS),
+    TaskSpec: ("tasks", _TASKS),
 }
 _REGISTER: dict[type, Callable[[Any], Any]] = {
     ModelSpec: register_model,
     DatasetSpec: register_dataset,
     CellSpec: register_cell,
+    TaskSpec: register_task,
 }
 
 
-def _name(record: ModelSpec | DatasetSpec | CellSpec) -> str:
+Record = ModelSpec | DatasetSpec | CellSpec | TaskSpec
+
+
+def _name(record: Record) -> str:
     return record.arch if isinstance(record, ModelSpec) else record.name
 
 
-def unregister(record: ModelSpec | DatasetSpec | CellSpec) -> None:
+def unregister(record: Record) -> None:
     """Remove a record that was registered (tests, notebooks)."""
     kind, table = _TABLES[type(record)]
     if table.get(_name(record)) is not record:
@@ -287,7 +349,7 @@ def unregister(record: ModelSpec | DatasetSpec | CellSpec) -> None:
 
 
 @contextmanager
-def registered(*records: ModelSpec | DatasetSpec | CellSpec) -> Iterator[None]:
+def registered(*records: Record) -> Iterator[None]:
     """Register ``records`` for the duration of a ``with`` block, then remove them."""
     for kind in {_TABLES[type(r)][0] for r in records}:
         _builtin(kind)  # the built-in records first, so a clash is found now
@@ -320,10 +382,15 @@ def cells() -> Mapping[str, CellSpec]:
     return MappingProxyType(_CELLS)
 
 
+def tasks() -> Mapping[str, TaskSpec]:
+    """Every task, by name."""
+    _builtin("tasks")
+    return MappingProxyType(_TASKS)
+
+
 def task_rules() -> Mapping[str, Callable[[Any], None]]:
     """Each task's configuration rules, by task name."""
-    _builtin("task rules")
-    return MappingProxyType(_TASK_RULES)
+    return {name: spec.rules for name, spec in tasks().items() if spec.rules is not None}
 
 
 def choices(names: Any) -> str:

@@ -8,16 +8,12 @@ naming the key, the offending value and what is allowed. Command-line overrides 
 The lists a config chooses from are registered next to the code they describe
 (:mod:`seqlab.catalog`): ``data.dataset`` (the readers in :mod:`seqlab.data`), ``model.arch``
 (each architecture's config class sits beside its model in :mod:`seqlab.models`),
-``model.cell`` (:mod:`seqlab.nn.rnn`), and each task's rules across sections (its module in
+``model.cell`` (:mod:`seqlab.nn.cells`), and each task's rules across sections (its module in
 :mod:`seqlab.tasks`). ``configs/reference.yaml`` lists every key with its default and its choices.
 """
 
 from __future__ import annotations
 
-import copy
-import re
-import types
-import typing
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -35,6 +31,15 @@ from pydantic import (
 
 from seqlab import catalog
 from seqlab.errors import ConfigError
+from seqlab.storage.atomic import atomic_write_text
+from seqlab.storage.config_files import (
+    apply_overrides,
+    find_config,
+    format_validation_error,
+    missing_keys,
+    read_yaml,
+    short,
+)
 
 Positive = Annotated[int, Field(gt=0)]
 NonNegative = Annotated[int, Field(ge=0)]
@@ -125,6 +130,20 @@ class DataConfig(Strict):
     batch_tokens: Positive = 4096
     num_examples: Positive | None = Field(None, description="use only the first N pairs")
     val_examples: Positive = Field(1000, description="held-out pairs when the dataset has no split")
+    # audio (seqlab.data.audio_datasets)
+    sample_rate: Annotated[int, Field(ge=1000, le=192_000)] = Field(
+        8000, description="audio: clips are resampled to this rate (Hz)"
+    )
+    test_speaker: str | None = Field(
+        None,
+        description="fsdd: this speaker's 500 clips are the test split (else the dataset's "
+        "own: indices 0-4 of each digit and speaker)",
+    )
+    val_speaker: str | None = Field(
+        None,
+        description="fsdd: this training speaker's clips are the validation split (else "
+        "val_fraction of each digit's training clips)",
+    )
 
     @model_validator(mode="after")
     def _languages_differ(self) -> DataConfig:
@@ -139,7 +158,34 @@ class DataConfig(Strict):
             raise ValueError(
                 f"src_lang and tgt_lang are both {self.src_lang!r}; pick two languages"
             )
+        check_speakers(self.dataset, self.test_speaker, self.val_speaker)
         return self
+
+
+def check_speakers(dataset: str, test_speaker: str | None, val_speaker: str | None) -> None:
+    """The rules of ``data.test_speaker`` and ``data.val_speaker`` (``ValueError`` naming the
+    key): a dataset with speakers (:attr:`seqlab.catalog.DatasetSpec.speakers`), one of them,
+    and two different ones."""
+    speakers = catalog.datasets()[dataset].speakers
+    for key, speaker in (("test_speaker", test_speaker), ("val_speaker", val_speaker)):
+        if speaker is None:
+            continue
+        if not speakers:
+            with_speakers = [n for n, d in catalog.datasets().items() if d.speakers]
+            raise ValueError(
+                f"data.{key} holds out a speaker of a speech dataset "
+                f"({catalog.choices(with_speakers)}); data.dataset={dataset} has no speakers"
+            )
+        if speaker not in speakers:
+            raise ValueError(
+                f"data.{key}={speaker!r} is not a speaker of {dataset}; choose one of "
+                f"{', '.join(speakers)}"
+            )
+    if test_speaker is not None and test_speaker == val_speaker:
+        raise ValueError(
+            f"data.val_speaker and data.test_speaker are both {test_speaker!r}; validation must "
+            "come from the training speakers: pick another val_speaker"
+        )
 
 
 # ---------------------------------------------------------------------------------------- model
@@ -156,7 +202,7 @@ def _known_cell(name: str) -> str:
     return name
 
 
-#: ``model.cell``: a recurrent cell registered in :mod:`seqlab.nn.rnn` (:class:`~seqlab.catalog.CellSpec`)
+#: ``model.cell``: a recurrent cell registered in :mod:`seqlab.nn.cells` (:class:`~seqlab.catalog.CellSpec`)
 CellName = Annotated[str, AfterValidator(_known_cell)]
 
 
@@ -366,105 +412,7 @@ class ExperimentConfig(Strict):
         return self
 
 
-# ------------------------------------------------------------------------------ loading, errors
-def _allowed_keys(loc: tuple[Any, ...], raw: Any) -> list[str] | None:
-    """Field names of the (nested) section that holds the key at ``loc[-1]``, if it can be
-    found; the ``model`` section's are those of the class registered for its ``arch`` (read
-    from ``raw``, the mapping that was validated)."""
-    current: Any = ExperimentConfig
-    node = raw
-    for part in loc[:-1]:
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        if part not in current.model_fields:
-            return None
-        current = _strip_optional(current.model_fields[part].annotation)
-        node = node.get(part) if isinstance(node, dict) else None
-        if current is ModelConfigBase:
-            arch = node.get("arch") if isinstance(node, dict) else None
-            spec = catalog.models().get(arch) if isinstance(arch, str) else None
-            current = spec.config if spec is not None else None
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return sorted(current.model_fields)
-    return None
-
-
-def _strip_annotated(tp: Any) -> Any:
-    while typing.get_origin(tp) is Annotated:
-        tp = typing.get_args(tp)[0]
-    return tp
-
-
-def _strip_optional(tp: Any) -> Any:
-    tp = _strip_annotated(tp)
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(members) == 1:
-            return _strip_annotated(members[0])
-    return tp
-
-
-def format_validation_error(err: ValidationError, source: str, raw: Any = None) -> str:
-    """Turn pydantic's report into lines of ``source: key: problem (got value; allowed ...)``;
-    ``raw``, the mapping validated, lets an unknown key of the ``model`` section list its
-    architecture's keys."""
-    lines = [f"invalid configuration in {short(source, 300)}:"]
-    for e in err.errors(include_url=False):
-        loc = tuple(e["loc"])
-        key = ".".join(str(p) for p in loc) or "<top level>"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            allowed = _allowed_keys(loc, raw)
-            hint = f"; allowed keys here: {', '.join(allowed)}" if allowed else ""
-            lines.append(f"  {key}: unknown key (value {short(e['input'])}){hint}")
-        elif isinstance(e["input"], dict):
-            lines.append(f"  {key}: {msg}")  # a cross-field rule: its message names the keys
-        else:
-            lines.append(f"  {key}: {msg} (got {short(e['input'])})")
-    return "\n".join(lines)
-
-
-def short(value: Any, limit: int = 80) -> str:
-    """``repr(value)``, cut to ``limit`` characters: error messages stay readable."""
-    text = value if isinstance(value, str) and limit > 80 else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _parse_override(item: str) -> tuple[list[str], Any]:
-    if "=" not in item:
-        raise ConfigError(
-            f"override {short(item)} is not of the form section.key=value (e.g. train.lr=3e-4)"
-        )
-    key, raw = item.split("=", 1)
-    path = key.strip().split(".")
-    if not all(path):
-        raise ConfigError(f"override {short(item)}: empty key segment in {key!r}")
-    try:
-        value = parse_yaml(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"override {short(item)}: value {short(raw)} is not valid YAML: {exc}"
-        ) from exc
-    return path, value
-
-
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Set dotted ``key=value`` overrides into a raw config dict (validation happens after)."""
-    out = copy.deepcopy(raw)
-    for item in overrides:
-        path, value = _parse_override(item)
-        node = out
-        for part in path[:-1]:
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(f"override {short(item)}: {part!r} is a value, not a section")
-            node = child
-        node[path[-1]] = value
-    return out
-
-
+# ---------------------------------------------------------------------------------------- loading
 def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ExperimentConfig:
     """Validate a raw mapping into an :class:`ExperimentConfig` or raise :class:`ConfigError`."""
     if not isinstance(raw, dict):
@@ -474,107 +422,15 @@ def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ExperimentC
     try:
         return ExperimentConfig.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source, raw)) from None
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise ConfigError(
-                    f"{self.name}:{line}: key {key!r} appears twice in one section "
-                    f"(first on line {seen[key]}); keep one"
-                )
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
-# YAML 1.2 floats: PyYAML (YAML 1.1) reads "3e-4" and "1e5" as strings, the way people write rates
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+][0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
-    list("-+0123456789."),
-)
-
-
-def parse_yaml(text: str, name: str = "<string>") -> Any:
-    """YAML with unique keys and YAML 1.2 floats (see :class:`_UniqueKeyLoader`)."""
-    loader = _UniqueKeyLoader(text)
-    loader.name = name
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file, naming the file and line of any problem (duplicate keys included)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config path is a directory, not a YAML file: {path}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    try:
-        return parse_yaml(text, str(path))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-
-
-PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
-
-
-def find_config(name: str | Path) -> Path:
-    """A config file path, or the name of a config shipped with seqlab (``dates-bahdanau``)."""
-    path = Path(name)
-    if path.exists() or len(path.parts) > 1:
-        return path
-    packaged = PACKAGED_CONFIGS / (path.name if path.suffix else f"{path.name}.yaml")
-    if packaged.is_file():
-        return packaged
-    shipped = ", ".join(sorted(p.stem for p in PACKAGED_CONFIGS.glob("*.yaml")))
-    raise ConfigError(f"config file not found: {path} (configs shipped with seqlab: {shipped})")
-
-
-#: keys a config file must set itself (here or by an override): a run never trains a built-in
-#: default dataset or model because a section was left out
-REQUIRED_KEYS = ("data.dataset", "model.arch")
-_EXAMPLES = {
-    "data.dataset": "data: {dataset: text, path: my.txt}",
-    "model.arch": "model: {arch: rnn_lm}",
-}
-
-
-def _missing_keys(raw: dict[str, Any]) -> list[str]:
-    missing = []
-    for key in REQUIRED_KEYS:
-        node: Any = raw
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is None:
-            missing.append(key)
-    return missing
+        raise ConfigError(format_validation_error(err, source, raw, ExperimentConfig)) from None
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
     """Read a YAML experiment file (or a shipped config by name), apply overrides, validate.
 
-    The file (with its overrides) must name its dataset and model (:data:`REQUIRED_KEYS`); the
-    other keys may be left to their defaults.
+    The file (with its overrides) must name its dataset and model
+    (:data:`~seqlab.storage.config_files.REQUIRED_KEYS`); the other keys may be left to their
+    defaults. The file's YAML, overrides and errors: :mod:`seqlab.storage.config_files`.
     """
     path = find_config(path)
     raw = read_yaml(path)
@@ -592,11 +448,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
     if overrides:
         raw = apply_overrides(raw, overrides)
         source += " with overrides " + " ".join(overrides)
-    missing = [
-        f"  {key}: missing; a config file names its {key.split('.')[0]} itself (e.g. "
-        f"{_EXAMPLES[key]}): seqlab never trains a built-in default"
-        for key in _missing_keys(raw)
-    ]
+    missing = missing_keys(raw)
     try:
         cfg = config_from_dict(raw, source)
     except ConfigError as exc:
@@ -615,8 +467,6 @@ def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
 
 def save_config(cfg: ExperimentConfig, path: str | Path) -> None:
     """Write the resolved config as YAML, atomically."""
-    from seqlab.storage.atomic import atomic_write_text
-
     atomic_write_text(Path(path), yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
 
 

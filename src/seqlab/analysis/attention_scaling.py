@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from seqlab.demos.summary import claim, num
+
 
 def measure(widths: list[int], num_keys: int = 16, samples: int = 2000, seed: int = 0) -> dict:
     """Score variance, largest softmax weight and softmax-Jacobian norm by width, both ways.
@@ -49,7 +51,7 @@ def plot_scaling(result: dict[str, Any], out: Path) -> list[Path]:
     """The three measurements of :func:`measure` against d_k (log axis), unscaled and scaled:
     the score variance on a log axis too (d_k against 1, three decades apart), the largest
     softmax weight and the Jacobian norm."""
-    from seqlab.plotting import plot_lines
+    from seqlab.plotting import plot_lines  # deferred: matplotlib
 
     x = torch.tensor(result["widths"], dtype=torch.float32)
     panels = {
@@ -80,8 +82,6 @@ def plot_scaling(result: dict[str, Any], out: Path) -> list[Path]:
 def summary(result: dict[str, Any]) -> list[str]:
     """The module docstring's claims, one sentence each, for the widest and narrowest d. A
     variance "is" d (or 1) within 15%, as ``samples`` draws measure it."""
-    from seqlab.demos.summary import claim, num
-
     widths, raw, scaled = result["widths"], result["unscaled"], result["scaled"]
     lo, hi, keys = widths[0], widths[-1], result["num_keys"]
     var_raw = [v / d for v, d in zip(raw["variance"], widths, strict=True)]

@@ -25,8 +25,9 @@ from typing import Any
 
 import torch
 
+from seqlab.demos.summary import claim, num
 from seqlab.errors import SeqlabError
-from seqlab.nn.rnn import GRUCell, LSTMCell, PeepholeLSTMCell, make_cell
+from seqlab.nn.cells import GRUCell, LSTMCell, PeepholeLSTMCell, make_cell
 from seqlab.runtime.machine import machine
 from seqlab.storage.atomic import atomic_open, atomic_write_json
 
@@ -269,8 +270,6 @@ VANISHED = 1e-2
 def summary(report: dict[str, Any]) -> list[str]:
     """What ``gradients.json`` (:func:`run_gradient_diagnosis`) shows, one sentence per cell and
     per claim, rounded for reading."""
-    from seqlab.demos.summary import claim, num
-
     steps, ratios = report["seq_len"], report["ratio_first_to_last"]
     lines = []
     for cell, ratio in ratios.items():

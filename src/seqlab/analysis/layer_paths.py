@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from seqlab.demos.summary import claim
 from seqlab.nn.attention import MultiHeadAttention
 from seqlab.nn.rnn import RNN
 
@@ -117,7 +118,7 @@ def measure(kind: str, n: int, width: int = 8, kernel: int = 5) -> dict[str, int
 def run_layer_paths_demo(out_dir: str, lengths: tuple[int, ...] = (4, 8, 16, 32)) -> dict:
     from pathlib import Path
 
-    from seqlab.plotting import plot_lines
+    from seqlab.plotting import plot_lines  # deferred: matplotlib
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,8 +148,6 @@ def run_layer_paths_demo(out_dir: str, lengths: tuple[int, ...] = (4, 8, 16, 32)
 def summary(result: dict[str, Any]) -> list[str]:
     """Vaswani et al. 2017, Table 1's sequential operations and maximum path lengths, each
     claim against the measured counts (integers: exact)."""
-    from seqlab.demos.summary import claim
-
     lengths, k = result["lengths"], result["kernel"]
     conv, rnn, att = (result["layers"][name] for name in ("cnn", "rnn", "self_attention"))
     ns = f"n = {', '.join(map(str, lengths))}"

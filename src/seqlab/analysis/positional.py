@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from seqlab.demos.summary import claim, num
 from seqlab.nn.positional_encoding import relative_shift_matrix, sinusoidal_table
 
 
@@ -54,7 +55,7 @@ def run_positional_demo(
     out_dir: str | Path, max_len: int = 60, d_model: int = 32
 ) -> dict[str, Any]:
     """Write the four figures and return the numbers (see the module docstring)."""
-    from seqlab.plotting import plot_heatmap, plot_lines
+    from seqlab.plotting import plot_heatmap, plot_lines  # deferred: matplotlib
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -119,8 +120,6 @@ EXACT = 1e-6
 
 def summary(result: dict[str, Any]) -> list[str]:
     """The claims of the module docstring, one sentence each, rounded for reading."""
-    from seqlab.demos.summary import claim, num
-
     spread, gap = result["max_spread_over_t"], result["max_error_vs_formula"]
     shift = result["shift_by_5_max_error"]
     size = f"{result['max_len']} positions, d = {result['d_model']}"

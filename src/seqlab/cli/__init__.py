@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from seqlab.cli import data, export, infer, serve, tools, train
+from seqlab.cli import data, demo, export, infer, serve, tools, train
 from seqlab.cli.common import Parser
 from seqlab.errors import SeqlabError, TrainingInterrupted
 from seqlab.runtime.allocator import use_huge_pages
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="seqlab", description="Sequence models from RNNs to the Transformer."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (data, train, infer, export, serve, tools):
+    for module in (data, train, infer, export, serve, tools, demo):
         module.add_commands(sub)
     return parser
 

@@ -9,9 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from seqlab.deprecation import RENAMED_FLAGS, renamed_flag
 from seqlab.errors import SeqlabError
+from seqlab.storage.atomic import check_replaceable
+from seqlab.storage.output_dirs import output_dir
+from seqlab.storage.outputs import RULE, check_not_run_file, output_file
 from seqlab.storage.text import decode_lines
 from seqlab.storage.text import read_lines as read_lines  # the commands read files by one rule
+
+#: the help of an ``--out`` folder of a command that writes one
+OUT_HELP = f"output folder: {RULE}"
 
 
 def positive_int(text: str) -> int:
@@ -50,8 +57,6 @@ class Parser(argparse.ArgumentParser):
 
 
 def _rename_flags(args: list[str], renamed: dict[str, str], parser: Parser) -> list[str]:
-    from seqlab.deprecation import renamed_flag
-
     command = getattr(parser, "renamed_command", "")
     out = []
     for i, token in enumerate(args):
@@ -73,8 +78,6 @@ class _RenamedFlag(argparse.Action):
         super().__init__(option_strings, argparse.SUPPRESS, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option_string: Any = None) -> None:
-        from seqlab.deprecation import renamed_flag
-
         renamed_flag(self.command, self.option_strings[0])
         setattr(namespace, self.new_dest, values)
 
@@ -83,8 +86,6 @@ def add_renamed_flags(p: argparse.ArgumentParser, command: str) -> None:
     """The old flags of ``seqlab <command>`` (:data:`seqlab.deprecation.RENAMED_FLAGS`), once its
     new flags are added: each parses as its new flag, with one warning per process, and is hidden
     from ``--help`` (the docs may name it in the changelog only)."""
-    from seqlab.deprecation import RENAMED_FLAGS
-
     renamed = RENAMED_FLAGS.get(command, {})
     for old, new in renamed.items():
         action = p._option_string_actions[new]
@@ -181,9 +182,6 @@ def check_writable(path: str | Path, what: str = "--output") -> Path:
     """Fail now, before any long work, if ``path`` cannot be written, or is a symbolic link or
     special file that writing would replace (seqlab replaces only regular files), or a file of a
     training run (:func:`seqlab.storage.outputs.check_not_run_file`)."""
-    from seqlab.storage.atomic import check_replaceable
-    from seqlab.storage.outputs import check_not_run_file
-
     path = Path(path)
     if path.is_dir() and not path.is_symlink():
         raise SeqlabError(f"{what} {path} is a directory; give a file name")
@@ -237,8 +235,6 @@ def writes_file(
         path = getattr(args, option, None)
         if not path:
             return func(args)
-        from seqlab.storage.outputs import output_file
-
         check_writable(path, what)
         with output_file(path, what, force=getattr(args, "force", False)):
             return func(args)
@@ -257,8 +253,6 @@ def writes_into(
         folder = getattr(args, option, None)
         if not folder:
             return func(args)
-        from seqlab.storage.outputs import output_dir
-
         with output_dir(folder, what):
             return func(args)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from seqlab import catalog
 from seqlab.cli.common import add_force, add_renamed_flags, positive_int, writes_file
 from seqlab.errors import SeqlabError
 from seqlab.storage.outputs import FILE_RULE
@@ -14,8 +15,7 @@ def cmd_data_list(args: argparse.Namespace) -> int:
     """Every dataset a config can name (:func:`seqlab.catalog.datasets`), by task: what it is,
     and for those with files to fetch (the record's ``files``, found by
     :mod:`seqlab.data.registry`), where each file was found."""
-    from seqlab import catalog
-    from seqlab.data import registry
+    from seqlab.data import registry  # deferred: torch (seqlab.data's readers)
 
     records = sorted(catalog.datasets().values(), key=lambda d: (d.task, d.name))
     for record in records:
@@ -34,8 +34,7 @@ def cmd_data_list(args: argparse.Namespace) -> int:
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> int:
-    from seqlab import catalog
-    from seqlab.data import registry
+    from seqlab.data import registry  # deferred: torch (seqlab.data's readers)
 
     names = list(registry.downloadable()) if args.names == ["all"] else args.names
     for name in names:
@@ -50,7 +49,12 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
-    from seqlab.data.stats import LM_FILES, dataset_stats, format_stats, zipf_stats
+    from seqlab.data.stats import (  # deferred: torch, numpy
+        LM_FILES,
+        dataset_stats,
+        format_stats,
+        zipf_stats,
+    )
 
     if args.png:
         if args.name not in LM_FILES:

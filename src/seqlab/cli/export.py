@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import argparse
 
+import seqlab
 from seqlab.cli.common import add_renamed_flags, check_writable_dir
 from seqlab.errors import SeqlabError
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from seqlab import load
-    from seqlab.export.ctranslate2 import check_export_dir, export_ctranslate2, require_ctranslate2
+    from seqlab.export.ctranslate2 import (  # deferred: torch
+        check_export_dir,
+        export_ctranslate2,
+        require_ctranslate2,
+    )
 
     require_ctranslate2()
     check_export_dir(args.out, args.run)
     check_writable_dir(args.out, "--out")
-    model = load(args.run, args.which)
+    model = seqlab.load(args.run, args.which)
     if model.task != "translation" or model.cfg.model.arch != "transformer":
         raise SeqlabError(
             f"CTranslate2 export supports Transformer translation runs (model.arch: transformer); "

@@ -1,5 +1,5 @@
-"""``seqlab evaluate``, ``translate``, ``classify``, ``forecast`` and ``generate``: trained models,
-from their run directory.
+"""``seqlab evaluate``, ``translate``, ``classify``, ``forecast``, ``generate`` and ``predict``:
+trained models, from their run directory.
 
 Each command is load → call → print: it loads the run (:func:`seqlab.load`), calls the
 predictor's ``evaluate`` or ``predict`` with the options given, and prints what comes back
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import seqlab
 from seqlab.cli.common import (
     STDIN,
     Parser,
@@ -38,6 +39,7 @@ from seqlab.cli.common import (
     writes_into,
 )
 from seqlab.errors import SeqlabError
+from seqlab.storage.outputs import check_not_input
 
 if TYPE_CHECKING:  # the tasks are imported when a command runs, not to build the parser
     from seqlab.tasks.base import Predictor
@@ -62,6 +64,12 @@ COMMANDS: dict[str, dict[str, str]] = {
     },
     "forecast": {
         "help": "predict the next values of a series (CSV or the run's own) k steps on",
+    },
+    "predict": {
+        "help": "use a trained run of a task that has no command of its own (a task registered "
+        "from outside seqlab)",
+        "description": "Run the model on the INPUTS given as arguments, else on each line of "
+        "--input (or standard input), and print its outputs.",
     },
     "generate": {
         "help": "continue a text prefix with a trained language model",
@@ -89,7 +97,7 @@ def _article(noun: str) -> str:
 # ------------------------------------------------------------------------ load, check, call
 def declared(command: str) -> dict[str, Declared]:
     """Every option of ``command`` by flag: the (kind of run, declaration) pairs."""
-    from seqlab.tasks import declarations
+    from seqlab.tasks import declarations  # deferred: torch (the tasks)
 
     merged: dict[str, Declared] = {}
     for kind, option in declarations(command):
@@ -101,21 +109,21 @@ def load_run(args: argparse.Namespace) -> Predictor:
     """Load ``--run`` and refuse what its kind of run does not offer: the command, and
     any option given that its task does not declare for the command; then the task's own checks
     of the options (:meth:`seqlab.tasks.base.Predictor.check`)."""
-    from seqlab import load
-    from seqlab.tasks import predictors
-    from seqlab.tasks.options import undeclared
+    from seqlab.tasks import predictors  # deferred: torch (the tasks)
+    from seqlab.tasks.options import undeclared  # deferred: torch (the tasks)
 
     if getattr(args, "engine", None) == "ctranslate2":  # before PyTorch starts its threads
-        from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
+        from seqlab.export.ctranslate2 import give_cores_to_ctranslate2  # deferred: torch
 
         give_cores_to_ctranslate2()
-    model = load(args.run, args.which, args.precision)
+    model = seqlab.load(args.run, args.which, args.precision)
     command, holds = args.command, f"{model.kind} model (model.arch={model.cfg.model.arch})"
     if command not in model.commands:
         tasks = {k.task.replace("_", " "): None for k in predictors() if command in k.commands}
         use = " or ".join(f"`seqlab {c}`" for c in model.commands)
+        needs = f"a {' or '.join(tasks)} run" if tasks else "a run of a task with no command"
         raise SeqlabError(
-            f"`seqlab {command}` needs a {' or '.join(tasks)} run, but {args.run} holds "
+            f"`seqlab {command}` needs {needs}, but {args.run} holds "
             f"{_article(model.kind)} {holds}; use {use}"
         )
     options = declared(command)
@@ -132,7 +140,7 @@ def load_run(args: argparse.Namespace) -> Predictor:
         )
     ensemble = getattr(args, "ensemble", None)  # declared by translation runs only
     if ensemble:
-        others = [load(run, args.which, args.precision) for run in ensemble]
+        others = [seqlab.load(run, args.which, args.precision) for run in ensemble]
         model = model.ensemble_with(others, ensemble)  # type: ignore[attr-defined]
     model.check(command, call_options(args, model))
     return model
@@ -163,8 +171,6 @@ def run_command(args: argparse.Namespace) -> int:
     """Run ``args.command`` once every file or folder it may write is checked, before any work;
     files and folders of figures are held to the rule of :mod:`seqlab.storage.outputs`
     (:func:`writes_file`, :func:`writes_into`)."""
-    from seqlab.storage.outputs import check_not_input
-
     func = RUNS[args.command]
     inputs = _inputs(args)
     for entries in declared(args.command).values():
@@ -290,8 +296,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    """The run's ``predict`` on the arguments, or on the lines of ``--input`` or stdin."""
+    lines = read_lines(args.input) if args.input else None
+    model = load_run(args)
+    items = list(args.inputs) or (lines if lines is not None else read_stdin_lines())
+    if not items:
+        raise SeqlabError("give inputs: as arguments, with --input FILE, or on standard input")
+    out = model.predict(items, **call_options(args, model))
+    print(json.dumps(out.to_json()) if args.json else out.format())
+    print_figures(args, model, out.figures)
+    return 0
+
+
 RUNS = {
     "evaluate": cmd_evaluate,
+    "predict": cmd_predict,
     "translate": cmd_translate,
     "classify": cmd_classify,
     "forecast": cmd_forecast,
@@ -304,7 +324,7 @@ def _help(command: str, entries: Declared) -> str:
     """One option's help: as declared when every kind of run of ``command`` declares it alike,
     else each help after the runs it is for (``translation: …; classification: …``: a task's
     name when all its kinds declare it alike)."""
-    from seqlab.tasks import predictors
+    from seqlab.tasks import predictors  # deferred: torch (the tasks)
 
     kinds = [k for k in predictors() if command in k.commands]
     helps = {o.help for _, o in entries}
@@ -395,4 +415,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             "bf16 is faster where the CPU has native bf16, and its outputs agree with fp32 up "
             "to near-tied tokens",
         )
+        if command == "predict":  # the generic command: its inputs are its own
+            p.add_argument("inputs", nargs="*", metavar="INPUT", help="inputs to run the model on")
+            p.add_argument("--input", metavar="FILE", help="a file of inputs, one per line")
+            p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=run_command)  # its declared options come on first use

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from seqlab.cli.common import positive_int
 from seqlab.errors import SeqlabError
+from seqlab.serve.limits import Limits
 
 
 def _api_key(path: str) -> str:
@@ -61,8 +62,8 @@ def _check_port(host: str, port: int) -> None:
 def _ctranslate2_decodes(specs: list[str], engine: str) -> bool:
     """Whether CTranslate2 will decode one of the runs (read from their configs, before any
     model is loaded): a Transformer translation run, with CTranslate2 installed for ``auto``."""
-    from seqlab.storage.rundir import RunDir
-    from seqlab.tasks.translation import engine_decodes
+    from seqlab.storage.rundir import RunDir  # deferred: torch (its checkpoints)
+    from seqlab.tasks.translation import engine_decodes  # deferred: torch
 
     if engine == "auto":
         try:
@@ -84,14 +85,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from seqlab.serve.app import create_app, load_models
+        from seqlab.serve.app import create_app, load_models  # deferred: fastapi, uvicorn
     except ImportError as exc:
         raise SeqlabError(
             f"seqlab serve needs FastAPI and uvicorn ({exc.name} is not installed): "
             "pip install 'seqlab[serve]'"
         ) from None
-    from seqlab.serve.limits import Limits
-
     if args.quantize and args.engine == "seqlab":
         raise SeqlabError("--quantize applies to the ctranslate2 engine, not --engine seqlab")
     api_key = _api_key(args.api_key_file) if args.api_key_file else None
@@ -104,7 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise SeqlabError(f"{flag} {first.get('input')}: {first['msg']}") from None
     _check_port(args.host, args.port)
     if args.engine != "seqlab" and _ctranslate2_decodes(args.run_dirs, args.engine):
-        from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
+        from seqlab.export.ctranslate2 import give_cores_to_ctranslate2  # deferred: torch
 
         # before PyTorch starts its threads; one batch worker per thread unless told
         give_cores_to_ctranslate2(args.threads or 0, args.workers or 0)
@@ -167,8 +166,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from seqlab.serve.limits import Limits
-
     p = sub.add_parser(
         "serve",
         help="serve trained runs over HTTP (an API and a page that shows their attention)",

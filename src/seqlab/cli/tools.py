@@ -1,4 +1,5 @@
-"""``seqlab diagnose``, ``bench`` and ``demo``: analysis of models and layers."""
+"""``seqlab curves``, ``diagnose``, ``bench`` and ``ngram``: analysis of runs, models and layers
+(``seqlab demo``: :mod:`seqlab.cli.demo`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+from seqlab import catalog
 from seqlab.cli.common import (
+    OUT_HELP,
     add_force,
     add_renamed_flags,
     check_writable_dir,
@@ -21,18 +23,15 @@ from seqlab.cli.common import (
     writes_file,
     writes_into,
 )
-from seqlab.demos import DEMOS
-from seqlab.demos.summary import files_line, numbers_line
-from seqlab.errors import SeqlabError
+from seqlab.config import load_config
+from seqlab.demos.summary import claim, files_line, num, numbers_line
+from seqlab.deprecation import renamed_value
+from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.storage.outputs import FILE_RULE, RULE
-
-OUT_HELP = f"output folder: {RULE}"
 
 
 def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
-    from seqlab import catalog
-    from seqlab.analysis.gradients import run_gradient_diagnosis
-    from seqlab.deprecation import renamed_value
+    from seqlab.analysis.gradients import run_gradient_diagnosis  # deferred: torch
 
     known = catalog.cells()
     cells = [renamed_value("model.cell", c.strip()) for c in args.cells.split(",") if c.strip()]
@@ -56,7 +55,7 @@ def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"out": args.out, "norms": norms, "ratio_first_to_last": ratios}))
     else:
-        from seqlab.analysis.gradients import summary
+        from seqlab.analysis.gradients import summary  # deferred: torch
 
         report = json.loads((Path(args.out) / "gradients.json").read_text())
         print("\n".join(summary(report)))
@@ -66,7 +65,7 @@ def cmd_diagnose_gradients(args: argparse.Namespace) -> int:
 
 
 def _lengths(text: str) -> list[int]:
-    from seqlab.analysis.layer_costs import parse_lengths
+    from seqlab.analysis.layer_costs_report import parse_lengths  # deferred: torch
 
     try:
         return parse_lengths(text)  # "64,128,...,4096" doubles up to 4096
@@ -75,11 +74,13 @@ def _lengths(text: str) -> list[int]:
 
 
 def cmd_bench_layers(args: argparse.Namespace) -> int:
-    from seqlab.analysis.layer_costs import (
+    from seqlab.analysis.layer_costs import (  # deferred: torch
         attention_memory_report,
+        measure_layer_costs,
+    )
+    from seqlab.analysis.layer_costs_report import (  # deferred: torch
         attention_memory_summary,
         format_layer_costs,
-        measure_layer_costs,
         save_layer_costs,
     )
 
@@ -94,7 +95,7 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
     if args.out:
         check_writable_dir(args.out, "--out")
     if args.threads:
-        from seqlab.runtime.machine import set_threads
+        from seqlab.runtime.machine import set_threads  # deferred: torch
 
         set_threads(args.threads, "--threads")
     results = measure_layer_costs(
@@ -118,159 +119,10 @@ def cmd_bench_layers(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo_kernel_regression(args: argparse.Namespace) -> int:
-    from seqlab.demos.kernel_regression import kernel_regression_demo
-
-    check_writable_dir(args.out, "--out")
-    kernel_regression_demo(args.out, seed=args.seed)
-    return 0
-
-
-def cmd_demo_dates(args: argparse.Namespace) -> int:
-    from seqlab.demos.dates import run_dates_demo
-
-    check_writable_dir(args.out, "--out")
-    results = run_dates_demo(args.out, threads=args.threads)
-    if args.json:
-        print(json.dumps(results, indent=2))
-    return 0
-
-
-def cmd_demo_forecasting(args: argparse.Namespace) -> int:
-    from seqlab.demos.forecasting import run_forecasting_demo
-
-    check_writable_dir(args.out, "--out")
-    run_forecasting_demo(args.out, threads=args.threads)
-    return 0
-
-
-def _demo_json(out: str, name: str, result: dict, precision: str) -> None:
-    """Write ``OUT/NAME.json`` (the full-precision numbers, with the machine and ``precision``
-    they came from), then print that machine and where the files are."""
-    from seqlab.runtime.machine import machine
-    from seqlab.storage.atomic import atomic_write_json
-
-    result["machine"] = machine(precision)
-    atomic_write_json(Path(out) / f"{name}.json", result)
-    print(numbers_line(precision, result["machine"]))
-    print(files_line(result.get("figures", []), Path(out) / f"{name}.json"))
-
-
-def cmd_demo_positional_encoding(args: argparse.Namespace) -> int:
-    from seqlab.analysis.positional import run_positional_demo, summary
-
-    check_writable_dir(args.out, "--out")
-    result = run_positional_demo(args.out, args.max_len, args.d_model)
-    print("\n".join(summary(result)))
-    _demo_json(args.out, "positional_encoding", result, "fp32 table, float64 cosines")
-    return 0
-
-
-def cmd_demo_attention_scaling(args: argparse.Namespace) -> int:
-    from seqlab.analysis.attention_scaling import run_scaling_demo, summary
-
-    check_writable_dir(args.out, "--out")
-    result = run_scaling_demo(args.out)
-    print("\n".join(summary(result)))
-    _demo_json(args.out, "attention_scaling", result, "float64")
-    return 0
-
-
-def cmd_demo_self_attention(args: argparse.Namespace) -> int:
-    from seqlab.analysis.self_attention_example import worked_example
-
-    check_writable_dir(args.out, "--out")
-    _demo_json(args.out, "self_attention_example", worked_example(seed=args.seed), "fp32")
-    return 0
-
-
-def cmd_demo_lm(args: argparse.Namespace) -> int:
-    from seqlab.demos import lm_comparisons
-
-    check_writable_dir(args.out, "--out")
-    run = {
-        "positions": lm_comparisons.positions_demo,
-        "norm-placement": lm_comparisons.norm_demo,
-        "training-choices": lm_comparisons.training_choices_demo,
-    }[args.demo_command]
-    summarize = {
-        "positions": lm_comparisons.positions_summary,
-        "norm-placement": lm_comparisons.norm_summary,
-        "training-choices": lm_comparisons.choices_summary,
-    }[args.demo_command]
-    kwargs = {"threads": args.threads} | ({"steps": args.steps} if args.steps else {})
-    result = run(args.out, **kwargs)
-    print("\n".join(summarize(result)))
-    print(numbers_line(result["precision"], result["machine"]))
-    json_name = args.demo_command.replace("-", "_")
-    print(files_line(result["figures"], Path(args.out) / f"{json_name}.json"))
-    return 0
-
-
-def cmd_demo_layer_paths(args: argparse.Namespace) -> int:
-    from seqlab.analysis.layer_paths import run_layer_paths_demo, summary
-
-    check_writable_dir(args.out, "--out")
-    result = run_layer_paths_demo(args.out)
-    print("\n".join(summary(result)))
-    _demo_json(args.out, "layer_paths", result, "fp32 (counts of operations: any CPU alike)")
-    return 0
-
-
-def cmd_demo_list(args: argparse.Namespace) -> int:
-    if not args.list:
-        raise SeqlabError("name a demo (seqlab demo --list shows them)")
-    width = max(map(len, DEMOS))
-    source_width = max(len(demo.source) for demo in DEMOS.values())
-    print(f"{'demo':{width}s}  {'source':{source_width}s}  section → what it shows")
-    for name, demo in DEMOS.items():
-        print(f"{name:{width}s}  {demo.source:{source_width}s}  {demo.section} → {demo.shows}")
-    return 0
-
-
-def cmd_demo_vit_vs_cnn(args: argparse.Namespace) -> int:
-    import warnings
-
-    from seqlab.demos.vit_vs_cnn import run_vit_vs_cnn, summary
-    from seqlab.deprecation import SeqlabDeprecationWarning
-
-    if args.min_steps is not None:  # the old name: it never was a minimum of steps taken
-        warnings.warn(
-            "--min-steps is renamed --min-step-budget: the time budget (--max-minutes) can stop "
-            "a run before it",
-            SeqlabDeprecationWarning,
-            stacklevel=2,
-        )
-        args.min_step_budget = args.min_steps
-    check_writable_dir(args.out, "--out")
-    results = run_vit_vs_cnn(
-        args.out, tuple(args.sizes), args.min_step_budget, args.max_minutes, args.threads
-    )
-    print("\n".join(summary(results)))
-    print(numbers_line(results["precision"], results["machine"]))
-    print(files_line([Path(args.out) / "vit_vs_cnn.png"], Path(args.out) / "vit_vs_cnn.json"))
-    return 0
-
-
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not sizes or min(sizes) < 1 or max(sizes) > 55000:
-        raise argparse.ArgumentTypeError(
-            "sizes must be between 1 and 55000 (60,000 - 5,000 held out)"
-        )
-    return sizes
-
-
 def cmd_ngram(args: argparse.Namespace) -> int:
     import torch
 
-    from seqlab.config import load_config
-    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS, ngram_models
+    from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS, ngram_models  # deferred: torch
 
     if args.tokens > MAX_GENERATE_TOKENS:
         raise SeqlabError(f"--tokens is at most {MAX_GENERATE_TOKENS:,}, got {args.tokens:,}")
@@ -322,7 +174,6 @@ def _ngram_summary(data: str, vocab_size: int, smoothing: str, rows: dict[int, d
     """One sentence per order of the n-gram models of ``data`` (the corpus, named) and whether
     perplexity falls as the order grows (d2l.ai §9.3), rounded for reading (``--json`` has the
     full numbers)."""
-    from seqlab.demos.summary import claim, num
 
     smoothed = {"kneser_ney": "Kneser–Ney", "add_k": "add-k"}[smoothing]
     lines = [f"{data}, {smoothed} smoothing; the uniform model's perplexity is {vocab_size}"]
@@ -353,107 +204,12 @@ def _orders(text: str) -> list[int]:
     return orders
 
 
-# -------------------------------------------------------------------------------------- demos
-def _no_options(p: argparse.ArgumentParser) -> None:
-    pass
-
-
-def _seed(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=seed_int, default=0, help="random seed, 0 to 2**32 - 1")
-
-
-def _threads(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--threads", type=non_negative_int, default=0, help="torch threads (0: PyTorch's default)"
-    )
-
-
-def _int_in(low: int, high: int, even: bool = False) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` to ``high`` (even, if asked)."""
-
-    def parse(text: str) -> int:
-        value = non_negative_int(text)
-        if not low <= value <= high or (even and value % 2):
-            kind = "an even number" if even else "a number"
-            raise argparse.ArgumentTypeError(f"must be {kind} from {low} to {high}, got {value}")
-        return value
-
-    return parse
-
-
-def _positional_options(p: argparse.ArgumentParser) -> None:
-    # the figures show offsets up to 30 and columns 6-9; the rotation needs an even width; the
-    # L × L cosine heatmap stays drawable
-    p.add_argument(
-        "--max-len", type=_int_in(31, 2000), default=60, help="positions, 31 to 2000 (default 60)"
-    )
-    p.add_argument(
-        "--d-model",
-        type=_int_in(10, 2048, even=True),
-        default=32,
-        help="encoding width, an even number from 10 to 2048 (default 32)",
-    )
-
-
-def _lm_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=positive_int, help="optimizer steps per model")
-    _threads(p)
-
-
-def _dates_options(p: argparse.ArgumentParser) -> None:
-    _threads(p)
-    p.add_argument("--json", action="store_true", help="also print the results as JSON")
-
-
-def _vit_vs_cnn_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--sizes",
-        type=_sizes,
-        default="500,2000,10000,55000",
-        metavar="N,N,...",
-        help="training-set sizes",
-    )
-    p.add_argument(
-        "--min-step-budget",
-        type=positive_int,
-        default=600,
-        metavar="STEPS",
-        help="each run's step budget is at least this (small training sets get more epochs); "
-        "the time budget can stop a run before it, and the summary says so (default 600)",
-    )
-    p.add_argument("--min-steps", type=positive_int, help=argparse.SUPPRESS)  # the old name
-    p.add_argument(
-        "--max-minutes",
-        type=positive_float,
-        help="time budget of each run (default: the config's train.max_minutes)",
-    )
-    _threads(p)
-
-
-Options = Callable[[argparse.ArgumentParser], None]
-#: how the command line runs each demo of :data:`seqlab.demos.DEMOS` (whose record gives its
-#: name, help and output folder): the options it adds besides ``--out``, and its command
-DEMO_COMMANDS: dict[str, tuple[Options, Callable[[argparse.Namespace], int]]] = {
-    "dates": (_dates_options, cmd_demo_dates),
-    "kernel-regression": (_seed, cmd_demo_kernel_regression),
-    "forecasting": (_threads, cmd_demo_forecasting),
-    "positional-encoding": (_positional_options, cmd_demo_positional_encoding),
-    "attention-scaling": (_no_options, cmd_demo_attention_scaling),
-    "self-attention-example": (_seed, cmd_demo_self_attention),
-    "positions": (_lm_options, cmd_demo_lm),
-    "norm-placement": (_lm_options, cmd_demo_lm),
-    "training-choices": (_lm_options, cmd_demo_lm),
-    "layer-paths": (_no_options, cmd_demo_layer_paths),
-    "vit-vs-cnn": (_vit_vs_cnn_options, cmd_demo_vit_vs_cnn),
-}
-
-
 def selection_metric(runs: list[str]) -> str:
     """The validation metric ``runs`` choose their checkpoints by (each its task's, read from
     its ``config.yaml``: :func:`seqlab.tasks.selection_of`): what ``seqlab curves`` draws unless
     ``--metric`` says. Runs that choose by different metrics need ``--metric``."""
-    from seqlab.storage.rundir import RunDir
-    from seqlab.tasks import selection_of
+    from seqlab.storage.rundir import RunDir  # deferred: torch
+    from seqlab.tasks import selection_of  # deferred: torch
 
     chosen = {run: selection_of(RunDir(run).read_config()).metric for run in runs}
     if len(set(chosen.values())) > 1:
@@ -471,8 +227,7 @@ _NOT_METRICS = {"kind", "step", "epoch", "best", "elapsed_s"}
 
 def metric_over_time(run: Path, metric: str) -> tuple[list[float], list[float]]:
     """(minutes, values) of ``metric`` at each validation of ``run`` (its ``metrics.jsonl``)."""
-    from seqlab.errors import CheckpointError
-    from seqlab.training.callbacks import read_metrics
+    from seqlab.training.callbacks import read_metrics  # deferred: torch
 
     path = Path(run) / "metrics.jsonl"
     if not path.is_file():
@@ -499,7 +254,7 @@ def curve_summary(metric: str, minutes: list[float], values: list[float]) -> str
     """The last value of ``metric`` and its best, named with the direction that makes it best
     (``best (lowest) val_loss``, :func:`seqlab.objective.best_of`); for a metric of unknown
     direction, its lowest and highest values, neither called the best."""
-    from seqlab.objective import best_of  # imports PyTorch: only when a command needs it
+    from seqlab.objective import best_of  # deferred: torch, only when a command needs it
 
     n = len(values)
     last = f"{metric} {values[-1]:.2f} after {minutes[-1]:.1f} min, the last of {n} validation"
@@ -520,7 +275,7 @@ def curve_summary(metric: str, minutes: list[float], values: list[float]) -> str
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    from seqlab.plotting import plot_metric_over_time
+    from seqlab.plotting import plot_metric_over_time  # deferred: matplotlib
 
     if args.metric is None:  # the runs' own: the metric that chose their checkpoints
         args.metric = selection_metric(args.runs)
@@ -584,24 +339,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/gradients", metavar="DIR", help=OUT_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=writes_into("out", cmd_diagnose_gradients))
-
-    demo = sub.add_parser("demo", help="self-contained demonstrations (no download)")
-    demo.add_argument(
-        "--list", action="store_true", help="list the demos with the source and section of each"
-    )
-    demo.set_defaults(func=cmd_demo_list)
-    demo_sub = demo.add_subparsers(dest="demo_command", metavar="DEMO")
-    if set(DEMOS) != set(DEMO_COMMANDS):  # a demo without a command, or a command without a record
-        raise AssertionError(
-            f"seqlab.demos.DEMOS and seqlab.cli.tools.DEMO_COMMANDS differ: "
-            f"{sorted(set(DEMOS) ^ set(DEMO_COMMANDS))}"
-        )
-    for name, record in DEMOS.items():
-        add_options, command = DEMO_COMMANDS[name]
-        p = demo_sub.add_parser(name, help=f"{record.shows} ({record.source})")
-        p.add_argument("--out", default=record.out or f"runs/{name}", metavar="DIR", help=OUT_HELP)
-        add_options(p)
-        p.set_defaults(func=writes_into("out", command))
 
     p = sub.add_parser(
         "ngram",

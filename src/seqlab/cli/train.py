@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 
+from seqlab.config import load_config
 from seqlab.errors import ConfigError
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from seqlab.config import load_config
-    from seqlab.experiment import train
-    from seqlab.training import distributed
+    from seqlab.experiment import train  # deferred: torch
+    from seqlab.training import distributed  # deferred: torch
 
     if args.resume:
         if args.config and args.config.endswith((".yaml", ".yml")):

@@ -6,4 +6,12 @@ below are the registration lines: a new dataset is a new module plus its line he
 """
 
 # one line per module of dataset records: importing it registers its datasets
-from seqlab.data import classification, dates, images, lm_corpus, parallel, series  # noqa: F401
+from seqlab.data import (  # noqa: F401
+    audio_datasets,
+    classification,
+    dates,
+    images,
+    lm_corpus,
+    parallel,
+    series,
+)

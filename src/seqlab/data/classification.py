@@ -308,6 +308,34 @@ def pad_ids(seqs: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
     return out, lengths
 
 
+def batch_order(
+    n: int,
+    batch_size: int,
+    shuffle: bool,
+    lengths: Sequence[int] | None,
+    seed: int,
+    epoch: int,
+) -> list[list[int]]:
+    """The examples' indices cut into batches, a pure function of (seed, epoch): shuffled (when
+    ``shuffle``) and, given ``lengths``, sorted by length inside windows of 50 batches before the
+    cut (then the batches shuffled), so a batch holds examples of similar lengths."""
+    order = list(range(n))
+    rng = random.Random(seed * 100_003 + epoch)
+    if shuffle:
+        rng.shuffle(order)
+    if lengths is not None:
+        window = batch_size * 50
+        order = [
+            i
+            for w in range(0, n, window)
+            for i in sorted(order[w : w + window], key=lambda j: lengths[j])
+        ]
+    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
+    if shuffle and lengths is not None:
+        rng.shuffle(batches)
+    return batches
+
+
 class ClassificationBatches:
     """Shuffled minibatches of ``batch_size`` examples, a pure function of (seed, epoch).
 
@@ -345,22 +373,10 @@ class ClassificationBatches:
         return -(-len(self.labels) // self.batch_size)
 
     def _order(self) -> list[list[int]]:
-        n, size = len(self.labels), self.batch_size
-        order = list(range(n))
-        rng = random.Random(self.seed * 100_003 + self.epoch)
-        if self.shuffle:
-            rng.shuffle(order)
-        if self.bucket:
-            window = size * 50
-            order = [
-                i
-                for w in range(0, n, window)
-                for i in sorted(order[w : w + window], key=lambda j: len(self.inputs[j]))
-            ]
-        batches = [order[i : i + size] for i in range(0, n, size)]
-        if self.shuffle and self.bucket:
-            rng.shuffle(batches)
-        return batches
+        lengths = None if not self.bucket else [len(x) for x in self.inputs]
+        return batch_order(
+            len(self.labels), self.batch_size, self.shuffle, lengths, self.seed, self.epoch
+        )
 
     def __iter__(self) -> Iterator[ClassBatch]:
         for idx in self._order():

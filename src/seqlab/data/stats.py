@@ -25,7 +25,7 @@ import numpy as np
 from seqlab.data import registry
 from seqlab.data.lm_corpus import LM_FILES, read_text
 from seqlab.data.parallel import load_translation_splits
-from seqlab.data.tokenizers import Tokenizer
+from seqlab.data.tokenizers import Tokenizer, normalize_text
 from seqlab.data.translation_batching import (
     TranslationBatches,
     build_vocabs,
@@ -244,8 +244,6 @@ def zipf_stats(name: str, plot: str | Path | None = None) -> dict[str, Any]:
     """Word unigram/bigram/trigram frequency against rank for a language-modelling text, after
     d2l's cleaning (letters only, lower case), with each fitted log–log slope; optionally drawn
     on log–log axes as PNG."""
-    from seqlab.data.tokenizers import normalize_text
-
     text = read_text(registry.resolve(name, LM_FILES[name]))
     words = normalize_text(text, "letters").split()
     freqs = ngram_frequencies(words, 3)
@@ -264,7 +262,7 @@ def zipf_stats(name: str, plot: str | Path | None = None) -> dict[str, Any]:
     if plot is not None:
         import torch
 
-        from seqlab.plotting import plot_loglog
+        from seqlab.plotting import plot_loglog  # deferred: matplotlib
 
         plot_loglog(
             {

@@ -44,8 +44,6 @@ def check_not_empty(vocab: Vocab, what: str, min_freq: int, max_size: int | None
     Raises:
         DataError: naming ``what`` (e.g. "source") and the settings that emptied it.
     """
-    from seqlab.errors import DataError
-
     if len(vocab) > vocab.num_reserved:
         return vocab
     raise DataError(

@@ -4,7 +4,7 @@ figures and a JSON of numbers.
 
 :data:`DEMOS` is the one list of demos: ``seqlab demo --list``, the ``seqlab demo`` subcommands,
 their help and their output folders derive from it (the command line adds each demo's own options
-and the function it calls, :data:`seqlab.cli.tools.DEMO_COMMANDS`)."""
+and the function it calls, :data:`seqlab.cli.demo.DEMO_COMMANDS`)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,12 @@ DEMOS: dict[str, Demo] = {
         "d2l §11.6.2; Vaswani Table 1",
         "Comparing CNNs, RNNs, and Self-Attention",
         "sequential operations and maximum path length measured from the layers' graphs",
+    ),
+    "spoken-digits": Demo(
+        "Jackson et al., FSDD; Park et al. 2019; Gong et al. 2021",
+        "an audio sequence of length n -> a category",
+        "waveform -> spectrogram -> log-mel; a Transformer's attention over time; the confusion "
+        "matrix",
     ),
     "vit-vs-cnn": Demo(
         "Dosovitskiy §4.3",

@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seqlab import load
 from seqlab.config import load_config
 from seqlab.demos.summary import claim, numbers_line, percent, run_precision
 from seqlab.experiment import train
 from seqlab.storage.rundir import RunDir
-from seqlab.tasks import artefacts
+from seqlab.tasks import artefacts, load
 from seqlab.tasks.translation import load_pairs
 
 CONFIGS = {"bahdanau": "dates-bahdanau", "transformer": "dates-transformer"}

@@ -20,7 +20,6 @@ from typing import Any
 
 import torch
 
-from seqlab import load
 from seqlab.config import load_config
 from seqlab.data.series import k_step_predictions
 from seqlab.demos.dates import clear_earlier_run
@@ -28,6 +27,7 @@ from seqlab.demos.summary import claim, files_line, num, numbers_line, run_preci
 from seqlab.experiment import train
 from seqlab.plotting import plot_lines, plot_series
 from seqlab.storage.atomic import atomic_write_json
+from seqlab.tasks import load
 from seqlab.tasks.forecasting import load_series, split_of
 
 CONFIG = "sine-mlp"

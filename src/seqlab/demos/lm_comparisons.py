@@ -32,7 +32,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from seqlab import load
 from seqlab.config import config_from_dict
 from seqlab.data.vocab import Vocab
 from seqlab.demos import summary as S
@@ -42,6 +41,7 @@ from seqlab.nn.losses import perplexity
 from seqlab.plotting import plot_series
 from seqlab.storage.atomic import atomic_write_json
 from seqlab.storage.rundir import RunDir
+from seqlab.tasks import load
 from seqlab.tasks.language_modeling import load_corpus
 from seqlab.training.trainer import TrainingDiverged
 

@@ -58,7 +58,7 @@ def figure_path(name: str) -> Path:
 def run_path(name: str) -> Path:
     """A run directory for a page's model, ``$SEQLAB_RUNS/name`` (default ``runs/tutorials/``);
     an earlier tutorial run there is removed first, anything else is refused."""
-    from seqlab.demos.dates import clear_earlier_run
+    from seqlab.demos.dates import clear_earlier_run  # deferred: torch (training)
 
     path = Path(os.environ.get(RUNS, "") or "runs/tutorials") / name
     clear_earlier_run(path)

@@ -121,7 +121,7 @@ def numbers_line(precision: str, machine: dict[str, Any] | None = None) -> str:
     :func:`seqlab.runtime.machine.machine` record (a run's ``run.json`` holds one), this machine's when
     None."""
     if machine is None:
-        from seqlab.runtime.machine import machine as this_machine
+        from seqlab.runtime.machine import machine as this_machine  # deferred: torch
 
         machine = this_machine(precision)
     kind = cpu_kind(machine.get("isa", {}), machine.get("torch_cpu_capability", ""))
@@ -135,7 +135,7 @@ def numbers_line(precision: str, machine: dict[str, Any] | None = None) -> str:
 def run_precision(run_dirs: Iterable[str | Path]) -> tuple[str, dict[str, Any] | None]:
     """The training and evaluation precision that ``run_dirs`` recorded (their ``run.json``), in
     words ("bf16 training (auto), fp32 evaluation"), and the machine of the first of them."""
-    from seqlab.storage.rundir import RunDir
+    from seqlab.storage.rundir import RunDir  # deferred: torch (its checkpoints)
 
     texts: list[str] = []
     machine = None

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seqlab import load
 from seqlab.config import load_config
 from seqlab.demos.dates import clear_earlier_run
 from seqlab.demos.summary import claim, percent, run_precision
@@ -27,6 +26,7 @@ from seqlab.deprecation import renamed_kwargs
 from seqlab.experiment import train
 from seqlab.plotting import plot_lines
 from seqlab.storage.atomic import atomic_write_text
+from seqlab.tasks import load
 
 MODELS = {"vit": "mnist-vit", "cnn": "mnist-cnn"}
 LABELS = {"vit": "ViT", "cnn": "CNN"}

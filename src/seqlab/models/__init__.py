@@ -14,6 +14,7 @@ from seqlab.config import ModelConfigBase
 
 # one line per architecture module: importing it registers its architectures
 from seqlab.models import (  # noqa: F401
+    audio,
     bahdanau,
     cnn_image,
     cnn_text,
@@ -36,6 +37,7 @@ def build_model(
     tgt_vocab_size: int | None = None,
     num_classes: int | None = None,
     window: int | None = None,
+    sample_rate: int | None = None,
 ) -> nn.Module:
     """Construct the model ``cfg`` describes (fresh weights), with the builder registered for
     ``cfg.arch`` (:class:`seqlab.catalog.ModelSpec`).
@@ -46,6 +48,7 @@ def build_model(
         src_vocab_size, tgt_vocab_size: translation models' vocabulary sizes.
         num_classes: classifiers' number of labels.
         window: forecasters' τ, the past values they read.
+        sample_rate: audio models' rate of the waveforms (Hz), ``data.sample_rate``.
     """
     spec = catalog.models().get(cfg.arch)
     if spec is None:
@@ -53,5 +56,7 @@ def build_model(
             f"no model is built for model.arch={cfg.arch!r}; registered: "
             + ", ".join(catalog.models())
         )
-    sizes = catalog.Sizes(cfg.arch, vocab_size, src_vocab_size, tgt_vocab_size, num_classes, window)
+    sizes = catalog.Sizes(
+        cfg.arch, vocab_size, src_vocab_size, tgt_vocab_size, num_classes, window, sample_rate
+    )
     return spec.build(cfg, sizes)

@@ -52,8 +52,10 @@ from seqlab.catalog import ModelSpec, Sizes, register_model
 from seqlab.config import CellName, ModelConfigBase, Positive, Probability
 from seqlab.deprecation import renamed_value
 from seqlab.models.encoder_decoder import EncoderDecoder
-from seqlab.nn.attention import attention_pool, make_score, padding_mask
-from seqlab.nn.rnn import State, make_cell, recurrent_layer, run_layer
+from seqlab.nn.attention import padding_mask
+from seqlab.nn.attention_scores import attention_pool, make_score
+from seqlab.nn.cells import make_cell
+from seqlab.nn.rnn import State, recurrent_layer, run_layer
 
 
 class BahdanauConfig(ModelConfigBase):

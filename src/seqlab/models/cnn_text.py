@@ -5,6 +5,11 @@ A filter of width w has ``n - w + 1`` positions over a sentence of n tokens. Sen
 than the widest filter are padded (with the zero ``<pad>`` embedding) to its width, and positions
 whose window reaches past a sentence's end are left out of the maximum, so a sentence gets the
 same logits alone and in a padded batch.
+
+With ``input_dim`` the classifier reads float frames ``(B, T, input_dim)`` in place of tokens
+(the audio classifier, :mod:`seqlab.models.audio`): a linear projection replaces the embedding
+table, and positions past each clip's length (the short ones padded to the widest filter too)
+are zero vectors, as the ``<pad>`` embedding is.
 """
 
 from __future__ import annotations
@@ -34,24 +39,43 @@ class CNNTextConfig(ModelConfigBase):
 class CNNTextClassifier(nn.Module):
     """Tokens ``(B, T)`` with lengths ``(B,)`` → class logits ``(B, C)``."""
 
-    def __init__(self, vocab_size: int, num_classes: int, cfg: CNNTextConfig):
+    def __init__(
+        self,
+        vocab_size: int | None,
+        num_classes: int,
+        cfg: CNNTextConfig,
+        *,
+        input_dim: int | None = None,
+    ):
         super().__init__()
         self.widths = list(cfg.widths)
-        self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=PAD)
+        self.embed: nn.Embedding | nn.Linear
+        if input_dim is None:
+            self.embed = nn.Embedding(vocab_size or 0, cfg.embed_dim, padding_idx=PAD)
+        else:
+            self.embed = nn.Linear(input_dim, cfg.embed_dim)
         self.convs = nn.ModuleList(nn.Conv1d(cfg.embed_dim, cfg.channels, w) for w in self.widths)
         self.dropout = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.channels * len(self.widths), num_classes)
 
     def forward(self, tokens: Tensor, lengths: Tensor | None = None) -> Tensor:
-        """Shape: tokens ``(B, T)``, lengths ``(B,)`` -> logits ``(B, C)``."""
-        b, t = tokens.shape
+        """Shape: tokens ``(B, T)`` (frames ``(B, T, input_dim)``), lengths ``(B,)`` -> logits
+        ``(B, C)``."""
+        b, t = tokens.shape[:2]
         if lengths is None:
             lengths = torch.full((b,), t, device=tokens.device)
         wide = max(self.widths)
         if t < wide:
-            tokens = torch.cat([tokens, tokens.new_full((b, wide - t), PAD)], dim=1)
+            pad = (b, wide - t, *tokens.shape[2:])  # PAD ids, or zero frames
+            tokens = torch.cat([tokens, tokens.new_full(pad, PAD if tokens.dim() == 2 else 0)], 1)
         span = lengths.clamp(min=wide)  # (B,): each sentence's length, at least the widest filter
-        x = self.embed(tokens).transpose(1, 2)  # (B, E, T)
+        x = self.embed(tokens)  # (B, T, E)
+        if tokens.dim() == 3:  # frames: past each clip's end, zeros (as the <pad> embedding)
+            real = (
+                torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]
+            )
+            x = x.masked_fill(~real[..., None], 0.0)
+        x = x.transpose(1, 2)  # (B, E, T)
         pooled = []
         for w, conv in zip(self.widths, self.convs, strict=True):
             y = torch.relu(conv(x))  # (B, K, T - w + 1)
@@ -64,7 +88,10 @@ register_model(
     ModelSpec(
         CNNTextConfig,
         lambda cfg, sizes: CNNTextClassifier(
-            sizes.need("vocab_size"), sizes.need("num_classes"), cfg
+            sizes.vocab_size if sizes.input_dim else sizes.need("vocab_size"),
+            sizes.need("num_classes"),
+            cfg,
+            input_dim=sizes.input_dim,
         ),
     )
 )

@@ -5,6 +5,10 @@ The sentence vector is the final hidden state of each direction (``last``: the f
 state after the last real token, the backward direction's after the first), or the mean or maximum
 of the outputs over real positions. Sequences are packed (the fused layers) or masked (the
 scratch ones), so padding never reaches the recurrence.
+
+With ``input_dim`` the classifier reads float frames ``(B, T, input_dim)`` in place of tokens
+(the audio classifier, :mod:`seqlab.models.audio`): a linear projection replaces the embedding
+table.
 """
 
 from __future__ import annotations
@@ -39,10 +43,21 @@ class RNNClassifierConfig(ModelConfigBase):
 class RNNClassifier(nn.Module):
     """Tokens ``(B, T)`` with lengths ``(B,)`` → class logits ``(B, C)``."""
 
-    def __init__(self, vocab_size: int, num_classes: int, cfg: RNNClassifierConfig):
+    def __init__(
+        self,
+        vocab_size: int | None,
+        num_classes: int,
+        cfg: RNNClassifierConfig,
+        *,
+        input_dim: int | None = None,
+    ):
         super().__init__()
         self.pooling = cfg.pooling
-        self.embed = nn.Embedding(vocab_size, cfg.embed_dim, padding_idx=PAD)
+        self.embed: nn.Embedding | nn.Linear
+        if input_dim is None:
+            self.embed = nn.Embedding(vocab_size or 0, cfg.embed_dim, padding_idx=PAD)
+        else:
+            self.embed = nn.Linear(input_dim, cfg.embed_dim)
         self.rnn = recurrent_layer(
             cfg.cell, cfg.embed_dim, cfg.hidden_size, cfg.num_layers, cfg.dropout, cfg.bidirectional
         )
@@ -51,7 +66,8 @@ class RNNClassifier(nn.Module):
         self.head = nn.Linear(width, num_classes)
 
     def forward(self, tokens: Tensor, lengths: Tensor | None = None) -> Tensor:
-        """Shape: tokens ``(B, T)``, lengths ``(B,)`` -> logits ``(B, C)``."""
+        """Shape: tokens ``(B, T)`` (frames ``(B, T, input_dim)``), lengths ``(B,)`` -> logits
+        ``(B, C)``."""
         if lengths is None:
             lengths = torch.full((tokens.shape[0],), tokens.shape[1], device=tokens.device)
         x = self.dropout(self.embed(tokens))  # (B, T, E)
@@ -69,6 +85,11 @@ class RNNClassifier(nn.Module):
 register_model(
     ModelSpec(
         RNNClassifierConfig,
-        lambda cfg, sizes: RNNClassifier(sizes.need("vocab_size"), sizes.need("num_classes"), cfg),
+        lambda cfg, sizes: RNNClassifier(
+            sizes.vocab_size if sizes.input_dim else sizes.need("vocab_size"),
+            sizes.need("num_classes"),
+            cfg,
+            input_dim=sizes.input_dim,
+        ),
     )
 )

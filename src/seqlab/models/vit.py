@@ -7,6 +7,12 @@ x_pᴺE] + E_pos``). A strided P×P convolution with stride P computes exactly t
 prepended, learned position embeddings added, then L pre-norm encoder blocks with GELU MLPs
 (eqs. 2–3), a final LayerNorm, and a linear head on the class token's output (eq. 4).
 
+The image may be rectangular (``image_shape``): the audio classifier (:mod:`seqlab.models.audio`)
+reads a log-mel spectrogram as a one-channel ``n_mels × frames`` image, as the Audio Spectrogram
+Transformer does (Gong et al. 2021, "AST"; its patches overlap, these do not). An image padded on
+the right says how many of its ``columns`` are real, and the patches wholly past them are masked
+as keys in every layer, so they never reach the class token.
+
 Where ViT stands against convolutions (Dosovitskiy et al. 2021, §3.1 and §4.3): a convolution
 builds in locality and translation equivariance; self-attention must learn them from data, so
 with little data CNNs win and with much data ViT wins (``seqlab demo vit-vs-cnn`` measures it on
@@ -91,15 +97,22 @@ class PatchEmbedding(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    """Images ``(B, C, H, W)`` → class logits ``(B, C_out)``."""
+    """Images ``(B, C, H, W)`` → class logits ``(B, C_out)``; ``image_shape`` ``(C, H, W)``
+    (both sides multiples of the patch size) replaces the config's square image."""
 
-    def __init__(self, num_classes: int, cfg: ViTConfig):
+    def __init__(
+        self, num_classes: int, cfg: ViTConfig, *, image_shape: tuple[int, int, int] | None = None
+    ):
         super().__init__()
         d = cfg.d_model
         assert d is not None and cfg.num_heads and cfg.num_layers and cfg.d_ff
-        self.image_size, self.channels = cfg.image_size, cfg.channels
-        self.num_patches = (cfg.image_size // cfg.patch_size) ** 2
-        self.patch_embed = PatchEmbedding(cfg.channels, d, cfg.patch_size)
+        c, h, w = image_shape or (cfg.channels, cfg.image_size, cfg.image_size)
+        if h % cfg.patch_size or w % cfg.patch_size:
+            raise ValueError(f"image {h}x{w} is not cut into patches of {cfg.patch_size}")
+        self.image_shape, self.channels, self.patch = (c, h, w), c, cfg.patch_size
+        self.grid = (h // cfg.patch_size, w // cfg.patch_size)  # patches: rows, columns
+        self.num_patches = self.grid[0] * self.grid[1]
+        self.patch_embed = PatchEmbedding(c, d, cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
         self.pos_embed = nn.Parameter(torch.randn(1, 1 + self.num_patches, d) * 0.02)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -119,7 +132,7 @@ class VisionTransformer(nn.Module):
         self.head = nn.Linear(d, num_classes)
 
     def _check(self, images: Tensor) -> None:
-        want = (self.channels, self.image_size, self.image_size)
+        want = self.image_shape
         if images.dim() != 4 or tuple(images.shape[1:]) != want:
             raise ValueError(
                 f"expected images of shape (B, {', '.join(map(str, want))}), got "
@@ -132,20 +145,35 @@ class VisionTransformer(nn.Module):
         cls = self.cls_token.expand(x.shape[0], -1, -1)  # (B, 1, d)
         return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)  # (B, 1 + N, d)
 
-    def forward(self, images: Tensor, lengths: Tensor | None = None) -> Tensor:
-        """Shape: images ``(B, C, H, W)`` -> logits ``(B, C_out)`` (``lengths`` unused)."""
-        x = self._tokens(images)
+    def _mask(self, columns: Tensor | None) -> Tensor | None:
+        """``(B, 1, 1 + N)``: True at the class token and at the patches that begin before each
+        image's ``columns``; None for whole images."""
+        if columns is None:
+            return None
+        first = torch.arange(self.grid[1], device=columns.device) * self.patch  # (w,)
+        real = first[None, :] < columns[:, None]  # (B, w): patch columns holding a real one
+        real = real[:, None, :].expand(-1, self.grid[0], -1).flatten(1)  # (B, N), row by row
+        return torch.cat([real.new_ones(real.shape[0], 1), real], dim=1)[:, None, :]
+
+    def forward(
+        self, images: Tensor, lengths: Tensor | None = None, *, columns: Tensor | None = None
+    ) -> Tensor:
+        """Shape: images ``(B, C, H, W)``, columns ``(B,)`` (real columns of each image; None:
+        all) -> logits ``(B, C_out)`` (``lengths`` unused)."""
+        x, mask = self._tokens(images), self._mask(columns)
         for block in self.blocks:
-            x, _ = block(x)  # (B, 1 + N, d)
+            x, _ = block(x, mask)  # (B, 1 + N, d)
         return self.head(self.norm(x[:, 0]))  # (B, C_out)
 
     @torch.no_grad()
-    def attention(self, images: Tensor, lengths: Tensor | None = None) -> list[Tensor]:
+    def attention(
+        self, images: Tensor, lengths: Tensor | None = None, *, columns: Tensor | None = None
+    ) -> list[Tensor]:
         """Each layer's self-attention weights ``(B, h, 1 + N, 1 + N)`` (position 0: the class
-        token)."""
-        x, weights = self._tokens(images), []
+        token; patch ``1 + r·w + c`` the one in row r and column c of ``grid`` ``(h, w)``)."""
+        x, mask, weights = self._tokens(images), self._mask(columns), []
         for block in self.blocks:
-            x, w = block(x, need_weights=True)
+            x, w = block(x, mask, need_weights=True)
             weights.append(w)
         return weights
 
@@ -170,7 +198,13 @@ def attention_rollout(weights: list[Tensor]) -> Tensor:
 register_model(
     ModelSpec(
         ViTConfig,
-        lambda cfg, sizes: VisionTransformer(sizes.need("num_classes"), cfg),
+        lambda cfg, sizes: VisionTransformer(
+            sizes.need("num_classes"),
+            cfg,
+            image_shape=None
+            if sizes.input_dim is None
+            else (1, sizes.input_dim, sizes.need("input_frames")),
+        ),
         inputs="image",
     )
 )

@@ -192,24 +192,44 @@ def _positional(kind: Positional, d_model: int, max_len: int, dropout: float) ->
 
 
 class _Embedding(nn.Module):
-    """Token embedding scaled by √d plus positional encoding and dropout (§3.4, §3.5)."""
+    """Token embedding scaled by √d plus positional encoding and dropout (§3.4, §3.5).
+
+    With ``input_dim``, the inputs are float frames ``(B, T, input_dim)`` (standardised
+    features, :mod:`seqlab.models.audio`) and a linear projection takes the embedding table's
+    place; its weights start at N(0, 1/input_dim) and it is not scaled, so it too has unit
+    scale at the start.
+    """
 
     def __init__(
-        self, vocab_size: int, d_model: int, max_len: int, dropout: float, positional: Positional
+        self,
+        vocab_size: int,
+        d_model: int,
+        max_len: int,
+        dropout: float,
+        positional: Positional,
+        input_dim: int | None = None,
     ):
         super().__init__()
-        self.token = nn.Embedding(vocab_size, d_model)
-        nn.init.normal_(self.token.weight, std=d_model**-0.5)  # √d · embedding has unit scale
-        self.scale = math.sqrt(d_model)
+        self.token: nn.Embedding | nn.Linear
+        if input_dim is None:
+            self.token = nn.Embedding(vocab_size, d_model)
+            nn.init.normal_(self.token.weight, std=d_model**-0.5)  # √d · embedding: unit scale
+            self.scale = math.sqrt(d_model)
+        else:
+            self.token = nn.Linear(input_dim, d_model)
+            nn.init.normal_(self.token.weight, std=input_dim**-0.5)
+            nn.init.zeros_(self.token.bias)
+            self.scale = 1.0
         self.position = _positional(positional, d_model, max_len, dropout)
 
     def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
-        """Shape: tokens ``(B, T)`` -> ``(B, T, d)``."""
+        """Shape: tokens ``(B, T)`` (or frames ``(B, T, input_dim)``) -> ``(B, T, d)``."""
         return self.position(self.token(tokens) * self.scale, start)  # (B, T, d)
 
 
 class Encoder(nn.Module):
-    """Stack of N encoder blocks over embedded source tokens (§3.1)."""
+    """Stack of N encoder blocks over embedded source tokens (§3.1); with ``input_dim``, over
+    projected float frames ``(B, S, input_dim)`` instead (see :class:`_Embedding`)."""
 
     def __init__(
         self,
@@ -224,9 +244,10 @@ class Encoder(nn.Module):
         positional: Positional = "sinusoidal",
         *,
         attention_dropout: float | None = None,
+        input_dim: int | None = None,
     ):
         super().__init__()
-        self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positional)
+        self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positional, input_dim)
         self.blocks = nn.ModuleList(
             EncoderBlock(
                 d_model, num_heads, d_ff, dropout, norm, attention_dropout=attention_dropout
@@ -246,7 +267,8 @@ class Encoder(nn.Module):
             need_weights: also return each layer's self-attention weights.
 
         Shape:
-            src ``(B, S)`` -> memory ``(B, S, d)``, weights list of N ``(B, h, S, S)`` or None.
+            src ``(B, S)`` (frames ``(B, S, input_dim)``) -> memory ``(B, S, d)``, weights list
+            of N ``(B, h, S, S)`` or None.
         """
         mask = None if lengths is None else padding_mask(lengths, src.shape[1])  # (B, 1, S)
         x = self.embed(src)  # (B, S, d)

@@ -34,6 +34,8 @@ from typing import Literal
 
 import torch
 
+from seqlab.errors import ConfigError
+
 Precision = Literal["auto", "fp32", "bf16"]
 
 
@@ -77,8 +79,6 @@ def native_bf16(device: torch.device | str = "cpu") -> tuple[bool, str]:
     forced = os.environ.get(NATIVE_BF16_ENV)
     if forced is not None:
         if forced not in ("0", "1"):
-            from seqlab.errors import ConfigError
-
             raise ConfigError(
                 f"environment variable {NATIVE_BF16_ENV} must be 0 or 1, got {forced!r}"
             )
@@ -128,8 +128,6 @@ def resume_precision(
     refuses and names both choices; an explicit ``train.precision=...`` on the resume command is
     the user's choice and is honoured.
     """
-    from seqlab.errors import ConfigError
-
     if overridden or recorded is None:
         return resolve_precision(requested, device)
     if recorded not in ("fp32", "bf16"):

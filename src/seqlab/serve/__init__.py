@@ -2,12 +2,14 @@
 model does (its output, token probabilities and attention).
 
 - :mod:`seqlab.serve.app`: the FastAPI application (:func:`create_app`, :func:`load_models`);
-- :mod:`seqlab.serve.schemas`: request and response models (the OpenAPI schema);
-- :mod:`seqlab.serve.handlers`: one small handler per task, between requests and the task's
-  predictor;
+- :mod:`seqlab.serve.service`: what a task declares to be served (:class:`~seqlab.serve.service.Service`:
+  route, request, response, handler, page panel) and the handlers' common base; each task's
+  own lives in its package (``seqlab/tasks/translation/service.py``, …);
+- :mod:`seqlab.serve.schemas`: the bodies every server shares (errors, ``/models``, ``/health``);
 - :mod:`seqlab.serve.batching`: micro-batching on a worker thread, with a bounded queue;
 - :mod:`seqlab.serve.limits`: the named per-request limits;
-- ``static/``: the page (HTML, JavaScript and CSS; no CDN, no build step).
+- ``static/``: the page's frame (HTML, JavaScript and CSS; no CDN, no build step); each task's
+  panel script is its package's ``panel.js``.
 
 Needs the ``serve`` extra: ``pip install 'seqlab[serve]'`` (FastAPI and uvicorn).
 """
@@ -21,7 +23,7 @@ __all__ = ["Limits", "create_app", "load_models"]
 
 def __getattr__(name: str):  # the app (and FastAPI) only when asked for
     if name in ("create_app", "load_models"):
-        from seqlab.serve import app
+        from seqlab.serve import app  # deferred: fastapi
 
         return getattr(app, name)
     raise AttributeError(name)

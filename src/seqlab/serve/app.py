@@ -5,44 +5,63 @@ from run directories); ``seqlab serve`` runs it on uvicorn. Routes:
 
 - ``GET /``: the page (static HTML/JS/CSS shipped in the package; no CDN, works offline);
 - ``GET /health``: liveness and queue lengths (answers while a batch runs);
-- ``GET /models``: each model's name, task, engine, parameters, labels or languages, metrics;
-- ``POST /translate``, ``/classify``, ``/generate`` (``stream: true``: server-sent events),
-  ``/forecast``; the OpenAPI schema at ``/docs``.
+- ``GET /models``: each model's name, task, route, engine, parameters, metrics and what its task
+  says of it (labels, languages, decoding settings);
+- ``GET /panels/TASK.js``: the page's script for a task's panel, as the task declares it;
+- one ``POST`` route per registered task, each with its request and response bodies,
+  as the task declares them (:class:`seqlab.serve.service.Service`): ``/translate``,
+  ``/classify``, ``/generate`` (``stream: true``: server-sent events), ``/forecast``, and any
+  task registered from outside seqlab; the OpenAPI schema at ``/docs``.
+
+Nothing here names a task: the routes are derived from the tasks' records
+(:func:`seqlab.tasks.tasks`).
 
 Safe by default: a request names a model, never a path, and nothing in a request reaches the
 filesystem; with an API key every model route needs ``Authorization: Bearer KEY`` (or
 ``X-API-Key``); CORS is off unless origins are given; every error is JSON ``{"error": message,
 "limit": name | null}``, never a traceback (tracebacks go to the server's log).
+
+A task's route is lean: the body is read once and parsed and validated in one pass
+(:func:`~seqlab.serve.http.parse_body`), checked by the model's handler on the event loop,
+batched with other requests on the model's worker thread, and its response serialised once
+(:func:`~seqlab.serve.http.json_response`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import json
-import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seqlab.errors import SeqlabError
 from seqlab.serve import schemas
-from seqlab.serve.batching import Batcher, Job, QueueFull
-from seqlab.serve.handlers import Cancelled, Handler, make_handler
+from seqlab.serve.batching import Batcher, QueueFull
+from seqlab.serve.http import (
+    BodyLimit,
+    describe_routes,
+    error,
+    json_response,
+    log,
+    parse_body,
+    stream,
+    validation_message,
+)
 from seqlab.serve.limits import LimitExceeded, Limits
+from seqlab.serve.service import Handler, Service
+from seqlab.tasks import load, tasks
 
 STATIC = Path(__file__).parent / "static"
 #: seconds a client is told to wait when a model's queue is full
 RETRY_AFTER_S = 1
-log = logging.getLogger("seqlab.serve")
 
 
 class UnknownModel(SeqlabError):
@@ -56,8 +75,6 @@ class RequestTimeout(SeqlabError):
 def load_models(specs: Sequence[str], which: str = "best") -> dict[str, Any]:
     """Load run directories as named models: ``NAME=RUN_DIR``, or ``RUN_DIR`` (named after its
     folder). Two models may not share a name."""
-    import seqlab
-
     models: dict[str, Any] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -72,71 +89,150 @@ def load_models(specs: Sequence[str], which: str = "best") -> dict[str, Any]:
             raise SeqlabError(
                 f"two run directories are named {name!r}; name them: NAME=RUN_DIR NAME2=RUN_DIR2"
             )
-        models[name] = seqlab.load(path, which)
+        models[name] = load(path, which)
     if not models:
         raise SeqlabError("give at least one run directory to serve")
     return models
 
 
-def _error(status: int, message: str, limit: str | None = None, **headers: str) -> JSONResponse:
-    body = schemas.ErrorBody(error=message, limit=limit).model_dump()
-    return JSONResponse(body, status_code=status, headers=headers or None)
+def service_of(task: str) -> Service:
+    """The service its task declares (:class:`seqlab.catalog.TaskSpec`)."""
+    spec = next((t for t in tasks() if t.name == task), None)
+    if spec is None or spec.service is None:
+        raise SeqlabError(f"the server cannot serve task {task!r}: it declares no service")
+    return spec.service
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        where = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "body"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    more = len(exc.errors()) - 3
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+def make_handler(
+    name: str, predictor: Any, limits: Limits, settings: Mapping[str, Any] | None = None
+) -> Handler:
+    """The handler of ``predictor``'s task, as the task declares it."""
+    try:
+        service = service_of(predictor.task)
+    except SeqlabError as exc:
+        raise SeqlabError(f"model {name!r}: {exc}") from None
+    return service.handler(name, predictor, limits, settings)
 
 
-class BodyLimit:
-    """Refuse request bodies over ``max_body_bytes`` (413) before anything parses them."""
+class Server:
+    """The models served, and what every task's route does with them.
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    Args:
+        models: name → what :func:`seqlab.load` returned.
+        limits: per-request limits and queue settings.
+        settings: the handlers' settings (``engine``, ``quantize``).
+        api_key: when given, the model routes need it.
+    """
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+    def __init__(
+        self,
+        models: Mapping[str, Any],
+        limits: Limits,
+        settings: Mapping[str, Any],
+        api_key: str | None,
+    ) -> None:
+        self.limits, self.api_key = limits, api_key
+        self.handlers = {
+            name: make_handler(name, p, limits, settings) for name, p in models.items()
+        }
+        # every registered task's route, served or not (a route without its models answers 404)
+        self.services = {t.name: t.service for t in tasks() if t.service is not None}
+        for handler in self.handlers.values():
+            handler.warm_up()
+        self.batchers = {
+            name: Batcher(
+                name,
+                handler.run_batch,
+                max_batch=limits.max_batch,
+                wait_s=limits.batch_wait_ms / 1000,
+                max_queue=limits.max_queue,
+                workers=handler.workers,
+            )
+            for name, handler in self.handlers.items()
+        }
+
+    def authorise(self, request: Request) -> None:
+        """Refuse (401) a request without the server's API key, when it has one."""
+        if self.api_key is None:
             return
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length", b"").decode("latin-1")
-        if declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(scope, receive, send)
-            return
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body, replayed = b"".join(chunks), False
+        given = request.headers.get("x-api-key")
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            given = token.strip()
+        if given is None or not hmac.compare_digest(given.encode(), self.api_key.encode()):
+            raise StarletteHTTPException(
+                401,
+                "this server needs an API key: send the header Authorization: Bearer KEY",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+    def pick(self, name: str | None, task: str, route: str) -> Handler:
+        """The model a request names (or the one model of its task, when it names none)."""
+        if name is None:
+            same = [h for h in self.handlers.values() if h.task == task]
+            if len(same) == 1:
+                return same[0]
+            raise UnknownModel(
+                f"name the model: this server holds {len(same)} {task.replace('_', ' ')} "
+                f"models ({', '.join(h.name for h in same) or 'none'})"
+            )
+        handler = self.handlers.get(name)
+        if handler is None:
+            raise UnknownModel(
+                f"no model named {name[:100]!r}; this server holds: {', '.join(self.handlers)}"
+            )
+        if handler.task != task:
+            raise SeqlabError(
+                f"model {name!r} is a {handler.task.replace('_', ' ')} model; {route} needs a "
+                f"{task.replace('_', ' ')} model (use POST {self.services[handler.task].route})"
+            )
+        return handler
 
-        await self.app(scope, replay, send)
+    async def answer(self, handler: Handler, work: Any, size: int) -> Response:
+        """Run ``work`` on the model's batcher and answer with its response, serialised once."""
+        job = self.batchers[handler.name].submit(work, size)
+        try:
+            result = await asyncio.wait_for(job.future, self.limits.timeout_s)
+        except TimeoutError:
+            job.cancelled.set()
+            raise RequestTimeout(
+                f"the request took longer than the server's time limit "
+                f"timeout_s={self.limits.timeout_s:g}"
+            ) from None
+        return json_response(result)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = _error(
-            413,
-            f"the request body is over the server's limit max_body_bytes={self.limit}",
-            "max_body_bytes",
+    def endpoint(self, task: str, service: Service) -> Callable[[Request], Awaitable[Response]]:
+        """``POST service.route``: authorised, the body parsed once, the model picked, the
+        request checked by its handler, then answered (streamed, for a streaming request)."""
+
+        async def post(request: Request) -> Response:
+            self.authorise(request)
+            body = parse_body(await request.body(), service.request)
+            handler = self.pick(body.model, task, service.route)
+            work, size = handler.prepare(body)
+            if service.stream and getattr(body, "stream", False):
+                return stream(self.batchers[handler.name], work, self.limits.timeout_s)
+            return await self.answer(handler, work, size)
+
+        return post
+
+    def describe(self, handler: Handler) -> schemas.ModelInfo:
+        """``/models``' entry for one model: the common fields, then its task's details."""
+        run, cfg, service = handler.predictor.run, handler.cfg, self.services[handler.task]
+        return schemas.ModelInfo(
+            name=handler.name,
+            task=handler.task,
+            route=service.route,
+            panel=f"/panels/{handler.task}.js" if service.panel is not None else None,
+            arch=cfg.model.arch,
+            dataset=str(cfg.data.dataset),
+            engine=handler.engine,
+            workers=handler.workers,
+            parameters=sum(p.numel() for p in handler.predictor.model.parameters()),
+            checkpoint_step=run.meta.get("step") if run is not None else None,
+            metrics=run.metrics if run is not None else {},
+            **handler.details(),
         )
-        await response(scope, receive, send)
 
 
 def create_app(
@@ -153,46 +249,35 @@ def create_app(
     Args:
         limits: per-request limits and queue settings (defaults: :class:`Limits`).
         engine: translation engine, ``auto`` | ``seqlab`` | ``ctranslate2`` (see
-            :class:`~seqlab.serve.handlers.TranslationHandler`).
+            :class:`~seqlab.tasks.translation.service.TranslationHandler`).
         quantize: with CTranslate2, e.g. ``int8``.
         api_key: when given, the model routes need it (``Authorization: Bearer KEY``).
         cors: origins allowed to call the API from a browser (none: CORS off).
     """
     limits = limits or Limits()
-    handlers: dict[str, Handler] = {
-        name: make_handler(name, predictor, limits, engine, quantize)
-        for name, predictor in models.items()
-    }
-    for handler in handlers.values():
-        handler.warm_up()
-    batchers = {
-        name: Batcher(
-            name,
-            handler.run_batch,
-            max_batch=limits.max_batch,
-            wait_s=limits.batch_wait_ms / 1000,
-            max_queue=limits.max_queue,
-            workers=handler.workers,
-        )
-        for name, handler in handlers.items()
-    }
+    server = Server(models, limits, {"engine": engine, "quantize": quantize}, api_key)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         # shutting down (SIGTERM): uvicorn has let in-flight requests finish; stop the workers
-        for batcher in batchers.values():
+        for batcher in server.batchers.values():
             await asyncio.to_thread(batcher.close, limits.timeout_s)
 
+    served = sorted({h.task.replace("_", " ") for h in server.handlers.values()})
     app = FastAPI(
         title="seqlab",
-        summary="Trained seqlab models over HTTP: translation, classification, language "
-        "models, forecasting, with their attention.",
+        summary="Trained seqlab models over HTTP, with their attention: " + ", ".join(served),
         lifespan=lifespan,
     )
-    app.state.handlers, app.state.batchers, app.state.limits = handlers, batchers, limits
+    app.state.server, app.state.handlers, app.state.batchers = (
+        server,
+        server.handlers,
+        server.batchers,
+    )
+    app.state.limits = limits
     if cors:
-        from fastapi.middleware.cors import CORSMiddleware
+        from fastapi.middleware.cors import CORSMiddleware  # deferred: fastapi's CORS, if asked
 
         app.add_middleware(
             CORSMiddleware,
@@ -201,23 +286,77 @@ def create_app(
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
         )
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    add_error_handlers(app, limits)
+    add_common_routes(app, server)
+    for task, service in server.services.items():
+        app.router.add_route(service.route, server.endpoint(task, service), ["POST"], name=task)
+    # the tasks' routes first: a request is matched against them before the page's and the docs'
+    routes = app.router.routes
+    routes[:] = sorted(routes, key=lambda r: getattr(r, "name", "") not in server.services)
+    base = app.openapi
 
-    # ------------------------------------------------------------------------ errors
+    def openapi() -> dict[str, Any]:
+        if not getattr(app.state, "routes_described", False):
+            describe_routes(base(), server.services)
+            app.state.routes_described = True
+        return base()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def add_common_routes(app: FastAPI, server: Server) -> None:
+    """The page, its panels, ``/health`` and ``/models``."""
+
+    async def authorised(request: Request) -> None:
+        server.authorise(request)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/panels/{task}.js", include_in_schema=False)
+    async def panel(task: str) -> FileResponse:
+        service = server.services.get(task)
+        if service is None or service.panel is None:
+            raise StarletteHTTPException(404, f"no panel script for task {task[:100]!r}")
+        return FileResponse(service.panel, media_type="text/javascript")
+
+    @app.get("/health", response_model=schemas.Health)
+    async def health() -> schemas.Health:
+        batchers = server.batchers
+        return schemas.Health(
+            models=len(server.handlers),
+            queued={n: b.queued for n, b in batchers.items()},
+            batches={n: b.batches for n, b in batchers.items()},
+            texts={n: b.texts for n, b in batchers.items()},
+        )
+
+    @app.get("/models", response_model=schemas.ModelsResponse, dependencies=[Depends(authorised)])
+    async def list_models() -> schemas.ModelsResponse:
+        return schemas.ModelsResponse(models=[server.describe(h) for h in server.handlers.values()])
+
+
+def add_error_handlers(app: FastAPI, limits: Limits) -> None:
+    """Every error as JSON ``{"error", "limit"}`` with its status, never a traceback."""
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(422, _validation_message(exc))
+        return error(422, validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail), **(exc.headers or {}))
+        return error(exc.status_code, str(exc.detail), **(exc.headers or {}))
 
     @app.exception_handler(LimitExceeded)
     async def _limit(request: Request, exc: LimitExceeded) -> JSONResponse:
-        return _error(exc.status, str(exc), exc.limit)
+        return error(exc.status, str(exc), exc.limit)
 
     @app.exception_handler(QueueFull)
     async def _busy(request: Request, exc: QueueFull) -> JSONResponse:
-        return _error(
+        return error(
             503,
             f"model {exc} is busy: its queue of max_queue={limits.max_queue} requests is full; "
             f"retry after {RETRY_AFTER_S} s",
@@ -227,207 +366,17 @@ def create_app(
 
     @app.exception_handler(RequestTimeout)
     async def _timeout(request: Request, exc: RequestTimeout) -> JSONResponse:
-        return _error(504, str(exc), "timeout_s")
+        return error(504, str(exc), "timeout_s")
 
     @app.exception_handler(UnknownModel)
     async def _unknown(request: Request, exc: UnknownModel) -> JSONResponse:
-        return _error(404, str(exc))
+        return error(404, str(exc))
 
     @app.exception_handler(SeqlabError)
     async def _seqlab(request: Request, exc: SeqlabError) -> JSONResponse:
-        return _error(422, str(exc))
+        return error(422, str(exc))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         log.exception("internal error on %s %s", request.method, request.url.path)
-        return _error(500, "internal server error (the server's log has the details)")
-
-    # -------------------------------------------------------------------------- auth
-    async def authorised(request: Request) -> None:
-        if api_key is None:
-            return
-        given = request.headers.get("x-api-key")
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer":
-            given = token.strip()
-        if given is None or not hmac.compare_digest(given.encode(), api_key.encode()):
-            raise StarletteHTTPException(
-                401,
-                "this server needs an API key: send the header Authorization: Bearer KEY",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-
-    # ------------------------------------------------------------------------ models
-    def pick(name: str | None, task: str, route: str) -> Handler:
-        if name is None:
-            same = [h for h in handlers.values() if h.task == task]
-            if len(same) == 1:
-                return same[0]
-            raise UnknownModel(
-                f"name the model: this server holds {len(same)} {task.replace('_', ' ')} "
-                f"models ({', '.join(h.name for h in same) or 'none'})"
-            )
-        handler = handlers.get(name)
-        if handler is None:
-            raise UnknownModel(
-                f"no model named {name[:100]!r}; this server holds: {', '.join(handlers)}"
-            )
-        if handler.task != task:
-            routes = {
-                "translation": "/translate",
-                "classification": "/classify",
-                "language_modeling": "/generate",
-                "forecasting": "/forecast",
-            }
-            raise SeqlabError(
-                f"model {name!r} is a {handler.task.replace('_', ' ')} model; {route} needs a "
-                f"{task.replace('_', ' ')} model (use POST {routes[handler.task]})"
-            )
-        return handler
-
-    async def answer(handler: Handler, work: Any, size: int) -> Any:
-        job = batchers[handler.name].submit(work, size)
-        try:
-            result = await asyncio.wait_for(job.future, limits.timeout_s)
-        except TimeoutError:
-            job.cancelled.set()
-            raise RequestTimeout(
-                f"the request took longer than the server's time limit "
-                f"timeout_s={limits.timeout_s:g}"
-            ) from None
-        # the handler built a response model already: serialise it directly (pydantic's own
-        # JSON), not through FastAPI's validate-and-encode of response_model again
-        return Response(result.model_dump_json(), media_type="application/json")
-
-    # ------------------------------------------------------------------------ routes
-    @app.get("/", include_in_schema=False)
-    async def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
-
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
-
-    @app.get("/health", response_model=schemas.Health)
-    async def health() -> schemas.Health:
-        return schemas.Health(
-            models=len(handlers),
-            queued={n: b.queued for n, b in batchers.items()},
-            batches={n: b.batches for n, b in batchers.items()},
-            texts={n: b.texts for n, b in batchers.items()},
-        )
-
-    @app.get("/models", response_model=schemas.ModelsResponse, dependencies=[Depends(authorised)])
-    async def list_models() -> schemas.ModelsResponse:
-        return schemas.ModelsResponse(models=[h.info() for h in handlers.values()])
-
-    errors: dict[int | str, dict[str, Any]] = {
-        code: {"model": schemas.ErrorBody} for code in (401, 404, 413, 422, 503, 504)
-    }
-
-    @app.post(
-        "/translate",
-        response_model=schemas.TranslateResponse,
-        dependencies=[Depends(authorised)],
-        responses=errors,
-    )
-    async def translate(request: schemas.TranslateRequest) -> Any:
-        handler = pick(request.model, "translation", "/translate")
-        return await answer(handler, *handler.prepare(request))
-
-    @app.post(
-        "/classify",
-        response_model=schemas.ClassifyResponse,
-        dependencies=[Depends(authorised)],
-        responses=errors,
-    )
-    async def classify(request: schemas.ClassifyRequest) -> Any:
-        handler = pick(request.model, "classification", "/classify")
-        return await answer(handler, *handler.prepare(request))
-
-    @app.post(
-        "/forecast",
-        response_model=schemas.ForecastResponse,
-        dependencies=[Depends(authorised)],
-        responses=errors,
-    )
-    async def forecast(request: schemas.ForecastRequest) -> Any:
-        handler = pick(request.model, "forecasting", "/forecast")
-        return await answer(handler, *handler.prepare(request))
-
-    @app.post(
-        "/generate",
-        response_model=schemas.GenerateResponse,
-        dependencies=[Depends(authorised)],
-        responses={
-            **errors,
-            200: {
-                "content": {"text/event-stream": {}},
-                "description": "with stream: true, server-sent events: `token` events "
-                '({"token", "text", "index"}), then `done` (the response) or `error`',
-            },
-        },
-    )
-    async def generate(request: schemas.GenerateRequest) -> Any:
-        handler = pick(request.model, "language_modeling", "/generate")
-        work, size = handler.prepare(request)
-        if not request.stream:
-            return await answer(handler, work, size)
-        return _stream(batchers[handler.name], work, limits.timeout_s)
-
-    return app
-
-
-def _sse(event: str, data: Any) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-def _stream(batcher: Batcher, work: Any, timeout_s: float) -> Response:
-    """Server-sent events of one generation: each token as the worker produces it."""
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    work.emit = lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
-    job: Job = batcher.submit(work, 1)  # a full queue is answered 503 before the stream opens
-
-    async def body() -> AsyncIterator[str]:
-        deadline = loop.time() + timeout_s
-        try:
-            while True:
-                getter = asyncio.ensure_future(events.get())
-                done, _ = await asyncio.wait(
-                    {getter, job.future},
-                    timeout=max(deadline - loop.time(), 0),
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                if getter in done:
-                    yield _sse("token", getter.result())
-                    continue
-                getter.cancel()
-                if job.future not in done:
-                    yield _sse(
-                        "error",
-                        {
-                            "error": "the generation took longer than the server's time limit "
-                            f"timeout_s={timeout_s:g}",
-                            "limit": "timeout_s",
-                        },
-                    )
-                    return
-                while not events.empty():  # tokens queued before the result
-                    yield _sse("token", events.get_nowait())
-                exc = job.future.exception()
-                if exc is None:
-                    yield _sse("done", job.future.result().model_dump())
-                elif isinstance(exc, SeqlabError):
-                    yield _sse("error", {"error": str(exc), "limit": getattr(exc, "limit", None)})
-                elif not isinstance(exc, Cancelled):
-                    log.error("generation failed", exc_info=exc)
-                    yield _sse("error", {"error": "internal server error", "limit": None})
-                return
-        finally:
-            job.cancelled.set()  # the client left or the stream ended: stop generating
-            job.future.cancel()  # and let nobody wait for its result
-
-    return StreamingResponse(
-        body(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+        return error(500, "internal server error (the server's log has the details)")

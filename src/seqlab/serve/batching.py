@@ -38,6 +38,22 @@ class QueueFull(Exception):
     """The model's queue holds ``max_queue`` jobs already."""
 
 
+class Flag:
+    """A flag one thread sets and another reads (what ``threading.Event`` offers without its
+    lock and condition, which nothing here waits on: built per request, it costs)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def set(self) -> None:
+        self.value = True
+
+    def is_set(self) -> bool:
+        return self.value
+
+
 @dataclass(eq=False)
 class Job:
     """One request's work: its payload, its size in texts, and where its answer goes.
@@ -50,7 +66,7 @@ class Job:
     size: int
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: Flag = field(default_factory=Flag)
 
 
 def _settle(future: asyncio.Future[Any], result: Any) -> None:

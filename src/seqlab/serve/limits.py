@@ -31,11 +31,18 @@ class Limits(BaseModel):
     max_steps: PositiveInt = Field(1000, description="values to forecast (422)")
     max_history: PositiveInt = Field(100_000, description="past values of a forecast (413)")
     max_upload_bytes: PositiveInt = Field(
-        1 << 20, description="bytes of one uploaded image or CSV (413)"
+        1 << 20, description="bytes of one uploaded image, recording or CSV (413)"
     )
     max_image_pixels: PositiveInt = Field(
         4096 * 4096, description="pixels of one uploaded image, before resizing (413)"
     )
+    max_audio_seconds: PositiveFloat = Field(
+        30.0, description="seconds of one uploaded recording, read from its header (413)"
+    )
+    max_sample_rate: PositiveInt = Field(
+        192_000, description="sample rate of one uploaded recording, in Hz (422)"
+    )
+    max_channels: PositiveInt = Field(8, description="channels of one uploaded recording (422)")
     max_body_bytes: PositiveInt = Field(16 << 20, description="bytes of a request body (413)")
     timeout_s: PositiveFloat = Field(
         60.0, description="seconds a request may wait and run before it is answered 504"

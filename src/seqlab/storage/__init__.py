@@ -7,5 +7,10 @@
 - :mod:`seqlab.storage.rundir`: the run directory (its files, the one-writer lock, a new or an
   earlier run).
 - :mod:`seqlab.storage.checkpoints`: checkpoints, writing and reading, with their pointers.
-- :mod:`seqlab.storage.outputs`: what seqlab may replace where it writes a command's output.
+- :mod:`seqlab.storage.training_state`: a training run's state in its checkpoints (save,
+  restore).
+- :mod:`seqlab.storage.outputs`: what seqlab may replace where it writes a command's output
+  (single files); :mod:`seqlab.storage.output_dirs`: output folders, under that rule.
+- :mod:`seqlab.storage.config_files`: experiment config files (YAML, shipped configs, overrides,
+  the report of what is wrong in one).
 """

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from seqlab.errors import CheckpointError, SeqlabError
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -48,8 +50,6 @@ def check_replaceable(path: str | Path, what: str = "") -> Path:
     Raises:
         SeqlabError: ``path`` is a symbolic link, a directory, a device, a FIFO or a socket.
     """
-    from seqlab.errors import SeqlabError
-
     path = Path(path)
     try:
         mode = os.lstat(path).st_mode
@@ -104,8 +104,6 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 def read_format_json(path: str | Path, fmt: str, what: str) -> dict[str, Any]:
     """A JSON object written with ``"format": fmt``; anything else is a
     :class:`~seqlab.errors.CheckpointError` naming the file (``what``: e.g. "classes file")."""
-    from seqlab.errors import CheckpointError
-
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -11,11 +11,13 @@ user's: the command is refused before any work, naming it, and nothing is writte
   files there at once keep each other's entries) or an output folder's manifest does, or when the
   command is given ``--force``.
 - A folder of figures and numbers (``--attention-png DIR``, ``diagnose gradients --out DIR``,
-  ``demo NAME --out DIR``, ``bench layers --out DIR``; :func:`output_dir`): new, empty, or marked
+  ``demo NAME --out DIR``, ``bench layers --out DIR``;
+  :func:`~seqlab.storage.output_dirs.output_dir`): new, empty, or marked
   as seqlab's by ``DIR/.seqlab-output.json`` (``{"format": "seqlab.output/1", "files": {PATH:
   SHA-256}}``, paths relative to DIR). The manifest is written before the first file, with an
   ``open`` entry (the command's process, host and start, ``started_ns``); while the command runs
-  the manifest's modification time is renewed every :data:`HEARTBEAT` seconds, and another
+  the manifest's modification time is renewed every
+  :data:`~seqlab.storage.output_dirs.HEARTBEAT` seconds, and another
   command into the folder is refused, naming the process. A command that ends, by an error or
   Ctrl-C too, lists its files and closes the entry; one killed (SIGKILL, a power cut) leaves it:
   the next command into the folder takes the files modified between the start and the last
@@ -33,15 +35,12 @@ import fcntl
 import hashlib
 import json
 import os
-import socket
 import stat
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqlab import catalog
 from seqlab.errors import SeqlabError
 from seqlab.storage.atomic import atomic_write_json
 
@@ -50,10 +49,6 @@ FORMAT = "seqlab.output/1"
 #: the record of the single files seqlab wrote in a folder
 FILES = ".seqlab-files.json"
 FILES_FORMAT = "seqlab.files/1"
-#: seconds between the renewals of an open manifest's modification time
-HEARTBEAT = 2.0
-#: seconds without a renewal after which an open manifest's command is taken as gone
-STALE = 60.0
 
 #: the rule, as the ``--help`` of each command that writes an output folder says it
 RULE = (
@@ -86,7 +81,7 @@ def check_not_run_file(path: str | Path, what: str) -> Path:
     Raises:
         SeqlabError: naming the run and its file (nothing is written).
     """
-    from seqlab.storage.rundir import RunDir
+    from seqlab.storage.rundir import RunDir  # deferred: torch (its checkpoints)
 
     path = Path(path)
     full = Path(os.path.realpath(path.parent)) / path.name
@@ -105,9 +100,8 @@ def check_not_run_file(path: str | Path, what: str) -> Path:
 
 
 def _artefacts() -> set[str]:
-    from seqlab.tasks import artefacts
-
-    return artefacts()
+    """Every file name a task may write into a run directory (the tasks' records)."""
+    return {name for task in catalog.tasks().values() for name in task.artefacts}
 
 
 def check_not_input(path: str | Path, inputs: dict[str, str | Path], what: str) -> Path:
@@ -284,240 +278,3 @@ def _record_if_written(path: Path, before: tuple[int, int, int] | None) -> None:
     now = _stamp(path)
     if now is not None and now != before:
         record_file(path)
-
-
-# ------------------------------------------------------------------------ output folders
-@dataclass(frozen=True)
-class _Open:
-    """The ``open`` entry of a manifest: a command writing into the folder, or killed doing so.
-
-    Attributes:
-        pid, host: its process.
-        started: the manifest's modification time (ns) when the command began writing.
-        beat: the manifest's modification time now (ns): the command's last sign of life.
-    """
-
-    pid: int
-    host: str
-    started: int
-    beat: int
-
-    @classmethod
-    def read(cls, directory: Path) -> _Open | None:
-        data = _read(directory / MANIFEST, FORMAT)
-        entry = data.get("open") if data is not None else None
-        try:
-            beat = os.stat(directory / MANIFEST).st_mtime_ns
-            return cls(int(entry["pid"]), str(entry["host"]), int(entry["started_ns"]), beat)
-        except (OSError, TypeError, KeyError, ValueError):
-            return None
-
-    def running(self) -> bool:
-        """Whether the command may still be writing: renewed within :data:`STALE` seconds and,
-        on this host, its process alive."""
-        if time.time_ns() - self.beat > STALE * 1e9:
-            return False
-        if self.host != socket.gethostname():
-            return True
-        if self.pid == os.getpid():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            pass  # alive, another user's
-        return True
-
-    def wrote(self, mtime_ns: int) -> bool:
-        """Whether a file modified at ``mtime_ns`` was written while the command ran."""
-        return self.started <= mtime_ns <= self.beat + 2 * HEARTBEAT * 1e9
-
-
-def _entries(directory: Path) -> Iterator[tuple[str, Path]]:
-    """Every entry under ``directory`` but folders: (relative path, path)."""
-    for root, dirs, files in os.walk(directory):
-        here = Path(root)
-        for name in dirs:  # a link to a folder is listed here and never walked into
-            if (here / name).is_symlink():
-                yield str((here / name).relative_to(directory)), here / name
-        for name in files:
-            yield str((here / name).relative_to(directory)), here / name
-
-
-def _survey(directory: Path, limit: int | None = None) -> tuple[dict[str, str], list[str]]:
-    """(the folder's files that are seqlab's, relative path -> SHA-256; the files that are not).
-
-    seqlab's: listed unchanged in the manifest, or written by a command killed while writing
-    there (:meth:`_Open.wrote`). Files a ``.seqlab-files.json`` lists unchanged, and the records
-    themselves, are in neither. At most ``limit`` others are found in a folder seqlab never
-    marked (``--out ~``: the whole home folder is not walked to say no)."""
-    listed = _manifest(directory)
-    opened = _Open.read(directory) if listed is not None else None
-    singles: dict[Path, dict[str, str]] = {}
-    ours: dict[str, str] = {}
-    foreign: list[str] = []
-    for rel, path in _entries(directory):
-        if _is_record(rel, path):
-            continue
-        info = os.lstat(path)
-        if stat.S_ISREG(info.st_mode):
-            single = singles.setdefault(path.parent, recorded_files(path.parent)).get(path.name)
-            want = (listed or {}).get(rel)
-            claimed = opened is not None and opened.wrote(info.st_mtime_ns)
-            digest = sha256_file(path) if single or want or claimed else None
-            if digest is not None and digest == single:
-                continue
-            if digest is not None and (digest == want or claimed):
-                ours[rel] = digest
-                continue
-        foreign.append(rel)
-        if listed is None and limit is not None and len(foreign) >= limit:
-            break
-    return ours, sorted(foreign)
-
-
-def foreign_files(directory: str | Path, limit: int | None = None) -> list[str]:
-    """Files under ``directory`` that seqlab did not write there (or that changed since), as
-    relative paths; at most ``limit`` of them in a folder seqlab never marked."""
-    return _survey(Path(directory), limit)[1]
-
-
-def check_output_dir(path: str | Path, what: str) -> Path:
-    """Refuse now, before any work and without writing, an output folder seqlab may not use.
-
-    Raises:
-        SeqlabError: ``path`` is a file, is being written by another command, holds files seqlab
-            did not write (named), or cannot be written into.
-    """
-    path = Path(path)
-    _check_dir(path, what)
-    return path
-
-
-def _check_dir(path: Path, what: str) -> dict[str, str]:
-    """:func:`check_output_dir`; the folder's files that are seqlab's (:func:`_survey`)."""
-    if path.exists() and not path.is_dir():
-        raise SeqlabError(f"{what} {path} exists and is not a directory; give a directory")
-    ours: dict[str, str] = {}
-    if path.is_dir():
-        opened = _Open.read(path)
-        if opened is not None and opened.running():
-            where = "" if opened.host == socket.gethostname() else f" on {opened.host}"
-            raise SeqlabError(
-                f"{what} {path} is being written by another seqlab command (pid {opened.pid}"
-                f"{where}): wait for it to finish, or stop it, or choose another {what} (nothing "
-                "was written)"
-            )
-        ours, foreign = _survey(path, limit=6)
-        if foreign:
-            shown = ", ".join(str(path / rel) for rel in foreign[:5])
-            more = ", ..." if len(foreign) > 5 else ""
-            changed = "" if _manifest(path) is None else " (or changed since)"
-            raise SeqlabError(
-                f"{what} {path} holds files seqlab did not write there{changed}: {shown}{more}; "
-                "seqlab writes only into a new or empty directory, or one it wrote before, and "
-                f"never replaces your files: move them away or choose another {what} (nothing "
-                "was written, nothing was deleted)"
-            )
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise SeqlabError(f"{what} {path}: cannot write into {probe}")
-    return ours
-
-
-class _Writing:
-    """A command writing into an output folder: its open manifest, written before the first
-    file and renewed while the command runs (see the module's docstring)."""
-
-    def __init__(self, path: Path, ours: dict[str, str]) -> None:
-        self.path, self.ours = path, ours
-        self.had_manifest = _manifest(path) is not None
-        self.created: Path | None = None  # the outermost folder made here
-        missing = path
-        while not missing.exists():
-            self.created, missing = missing, missing.parent
-        path.mkdir(parents=True, exist_ok=True)
-        # the start is the manifest's own modification time: the clock that stamps the files
-        self._write(ours)
-        self.started = os.stat(path / MANIFEST).st_mtime_ns
-        pid, host = os.getpid(), socket.gethostname()
-        self._write(ours, {"pid": pid, "host": host, "started_ns": self.started})
-        self._done = threading.Event()
-        self._renewer = threading.Thread(target=self._renew, name="seqlab-output", daemon=True)
-        self._renewer.start()
-
-    def _write(self, files: dict[str, str], opened: dict[str, Any] | None = None) -> None:
-        record: dict[str, Any] = {"format": FORMAT, "files": dict(sorted(files.items()))}
-        atomic_write_json(self.path / MANIFEST, record | ({"open": opened} if opened else {}))
-
-    def _renew(self) -> None:
-        while not self._done.wait(HEARTBEAT):
-            with contextlib.suppress(OSError):
-                os.utime(self.path / MANIFEST)
-
-    def close(self, succeeded: bool) -> None:
-        """List the files the command wrote (modified since it began) in the manifest, closing
-        it; if it succeeded, remove seqlab's earlier files it did not write again, else keep
-        them listed. A command that wrote nothing leaves the folder as it found it."""
-        self._done.set()
-        self._renewer.join()
-        written: dict[str, str] = {}
-        for rel, path in _entries(self.path):
-            info = os.lstat(path)
-            if not stat.S_ISREG(info.st_mode) or info.st_mtime_ns < self.started:
-                continue
-            if _is_record(rel, path):
-                continue
-            digest = sha256_file(path)
-            if digest != recorded_files(path.parent).get(path.name):  # not a single file's
-                written[rel] = digest
-        kept = {}
-        for rel, digest in self.ours.items():
-            if rel in written or not _unchanged(self.path / rel, digest):
-                continue
-            if succeeded:
-                self._remove(rel)
-            else:
-                kept[rel] = digest
-        if written or self.had_manifest:
-            self._write(kept | written)
-            return
-        (self.path / MANIFEST).unlink()
-        folder = self.path
-        while self.created is not None and folder != self.created.parent:
-            with contextlib.suppress(OSError):  # not empty: the command made it, and kept it
-                folder.rmdir()
-            folder = folder.parent
-
-    def _remove(self, rel: str) -> None:
-        """Remove seqlab's earlier file ``rel``, and the folders under the output folder that
-        this leaves empty."""
-        path = self.path / rel
-        path.unlink()
-        for folder in path.parents:
-            if folder == self.path or not folder.is_relative_to(self.path):
-                break
-            try:
-                folder.rmdir()
-            except OSError:  # not empty
-                break
-
-
-@contextlib.contextmanager
-def output_dir(path: str | Path, what: str) -> Iterator[Path]:
-    """Check ``path`` now (:func:`check_output_dir`) and open its manifest before anything is
-    written; when the block ends, list what it wrote (and, if it succeeded, remove seqlab's
-    earlier files it did not write again): see the module's docstring."""
-    path = Path(path)
-    with _locked(path.parent):  # two commands starting at once: one opens, the other is refused
-        writing = _Writing(path, _check_dir(path, what))
-    try:
-        yield path
-    except BaseException:
-        with contextlib.suppress(OSError):  # e.g. a full disk: keep the first error
-            writing.close(succeeded=False)
-        raise
-    writing.close(succeeded=True)

@@ -1,37 +1,50 @@
-"""Tasks: data + model + loss + metric + inference for one problem.
+"""Tasks: data + model + loss + metric + inference for one problem, each one package.
 
-Each module here is one task (see :mod:`seqlab.tasks.base` for what it provides); ``TASKS`` maps
-the task names that model configs declare (``ModelConfigBase.task``) to them. Adding a task means
-adding its module here and its model configs and models. Its predictors (``PREDICTORS``) declare
-what its trained runs offer: :func:`predictors` lists them for the command line, which builds
-its options from their declarations.
+Each task declares itself once, as a :class:`seqlab.catalog.TaskSpec` registered by its package
+(:data:`seqlab.tasks.translation.TASK`, …): what trains it, the kinds of run it loads (its
+:class:`~seqlab.tasks.base.Predictor` classes, whose declared options make the command line's), how
+it chooses checkpoints, its config rules, and how it is served
+(:class:`seqlab.serve.service.Service`: route, request, response, handler, page panel).
+Everything here is read from those records, so a task defined outside seqlab and registered with
+:func:`seqlab.catalog.register_task` is trained, evaluated, loaded and served like these
+(``tests/test_task_plugin.py``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
+from seqlab import catalog
+from seqlab.catalog import TaskSpec
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError
 from seqlab.objective import Selection
 from seqlab.runtime.precision import resolve_precision
 from seqlab.storage.rundir import RunDir
-from seqlab.tasks import classification, forecasting, language_modeling, translation
+from seqlab.tasks import audio, classification, forecasting, language_modeling, translation
 from seqlab.tasks.base import Experiment, Predictor
 from seqlab.tasks.options import Option
 
-TASKS: dict[str, ModuleType] = {
-    "language_modeling": language_modeling,
-    "translation": translation,
-    "classification": classification,
-    "forecasting": forecasting,
-}
+#: seqlab's own tasks, in the order listings and messages show them (each registered by its
+#: package), before any registered from outside seqlab
+BUILTIN = (
+    language_modeling.TASK,
+    translation.TASK,
+    classification.TASK,
+    audio.TASK,
+    forecasting.TASK,
+)
 
 
-def task_of(cfg: ExperimentConfig) -> ModuleType:
-    """The task module of an experiment (named by its model config)."""
-    return TASKS[cfg.task]
+def tasks() -> list[TaskSpec]:
+    """Every task: seqlab's own (:data:`BUILTIN`), then the others in the order registered."""
+    others = [t for t in catalog.tasks().values() if t not in BUILTIN]
+    return [t for t in BUILTIN if catalog.tasks().get(t.name) is t] + others
+
+
+def task_of(cfg: ExperimentConfig) -> TaskSpec:
+    """The task of an experiment (named by its model config)."""
+    return catalog.tasks()[cfg.task]
 
 
 def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:
@@ -57,17 +70,17 @@ def load(run_dir: str | Path, which: str = "best", precision: str | None = None)
 def selection_of(cfg: ExperimentConfig) -> Selection:
     """How a run of ``cfg`` chooses its checkpoints: its task's validation metric, and whether
     lower or higher is better (the metric ``seqlab curves`` draws unless told)."""
-    return task_of(cfg).SELECT
+    return task_of(cfg).select
 
 
 def predictors() -> list[type[Predictor]]:
     """Every kind of trained run, task by task (text and image classifiers are two kinds)."""
-    return [kind for task in TASKS.values() for kind in task.PREDICTORS]
+    return [kind for task in tasks() for kind in task.predictors]
 
 
 def predictor_for(cfg: ExperimentConfig) -> type[Predictor]:
     """The kind of run ``cfg`` trains: the first predictor of its task that accepts it."""
-    return next(kind for kind in task_of(cfg).PREDICTORS if kind.accepts(cfg))
+    return next(kind for kind in task_of(cfg).predictors if kind.accepts(cfg))
 
 
 def declarations(command: str) -> list[tuple[type[Predictor], Option]]:
@@ -76,6 +89,6 @@ def declarations(command: str) -> list[tuple[type[Predictor], Option]]:
 
 
 def artefacts() -> set[str]:
-    """Every file name a task may write into a run directory (what :class:`~seqlab.storage.rundir.RunDir`
-    accepts there besides its own files)."""
-    return {name for task in TASKS.values() for name in task.ARTEFACTS}
+    """Every file name a task may write into a run directory (what
+    :class:`~seqlab.storage.rundir.RunDir` accepts there besides its own files)."""
+    return {name for task in tasks() for name in task.artefacts}

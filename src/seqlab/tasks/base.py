@@ -1,14 +1,13 @@
 """What every task provides: an :class:`Experiment` to train, a :class:`Predictor` to use.
 
-A task (language modelling, translation, …) is a module (or package) of :mod:`seqlab.tasks` with
-
-- ``ARTEFACTS``: the files it writes into a run directory besides the config and checkpoints
-  (vocabularies, tokenizers, label lists);
-- ``build_experiment(cfg, run_dir) -> Experiment``: data, model, loss and metric for training
-  (``run_dir`` when resuming: the run's own artefacts are then reused, never rebuilt);
-- ``PREDICTORS``: its :class:`Predictor` classes, one per kind of run it loads (text and image
-  classifiers are two kinds of one task), each saying which configs it takes (``accepts``);
-  ``load(run)`` gives the trained model from the run directory alone.
+A task (language modelling, translation, …) is a package of :mod:`seqlab.tasks` that declares
+itself once (:class:`seqlab.catalog.TaskSpec`): the files it writes into a run directory besides
+the config and checkpoints (vocabularies, tokenizers, label lists); ``build_experiment(cfg,
+run_dir) -> Experiment``: data, model, loss and metric for training (``run_dir`` when resuming:
+the run's own artefacts are then reused, never rebuilt); its :class:`Predictor` classes, one per
+kind of run it loads (text and image classifiers are two kinds of one task), each saying which
+configs it takes (``accepts``), ``load(run)`` giving the trained model from the run directory
+alone; and how it is served (:class:`seqlab.serve.service.Service`).
 
 **The interface.** A :class:`Predictor` declares once what a trained model offers, and every
 consumer (the command line, the server, Python code) goes through it:

@@ -217,7 +217,7 @@ class CurvePlot(Callback):
     def draw(self) -> None:
         """Plot; a failure (disk full, no permission) is a warning, never a lost run."""
         try:
-            from seqlab.plotting import plot_curves
+            from seqlab.plotting import plot_curves  # deferred: matplotlib
 
             plot_curves(read_metrics(self.metrics_path), self.out_path, self.perplexity)
         except (OSError, ValueError, RuntimeError) as exc:

@@ -5,7 +5,9 @@ epoch-aware iterable of minibatches and an ``evaluate(model) -> metrics`` functi
 does the rest: optimisation, gradient accumulation, clipping, the learning-rate schedule,
 precision, carried recurrent state (truncated BPTT), checkpoints with exact resume, data
 parallelism, early stopping and checkpoint averaging. Logging, plots and progress bars attach as
-callbacks (:mod:`seqlab.training.callbacks`).
+callbacks (:mod:`seqlab.training.callbacks`). Validation and checkpoints are
+:mod:`seqlab.training.checkpointing`, Ctrl-C :mod:`seqlab.training.interrupts`, and what a run
+that diverged says :mod:`seqlab.training.divergence`.
 
 **A step** (:meth:`Trainer.train_step`) takes ``train.accumulate`` minibatches of this process
 (:class:`seqlab.training.distributed.RankBatches`), back-propagates each one's *summed* token loss,
@@ -33,11 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import signal
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,12 +50,11 @@ from seqlab.nn.losses import perplexity
 from seqlab.objective import Batches, LossFn, LossOutput, Selection
 from seqlab.runtime.precision import Resolved, autocast, resolve_precision
 from seqlab.storage import checkpoints as ckpt
+from seqlab.training import checkpointing, divergence
 from seqlab.training import distributed as dist
+from seqlab.training.divergence import TrainingDiverged  # also imported from here (tutorials)
+from seqlab.training.interrupts import CtrlC
 from seqlab.training.optim import LRSchedule, Plateau, build_optimizer
-
-
-class TrainingDiverged(SeqlabError):
-    """The loss or the gradient became NaN or infinite."""
 
 
 class Callback:
@@ -180,7 +178,7 @@ class Trainer:
         self.pos = Position()
         self.carry: Any = None  # recurrent state after the last step, when batches carry it
         self.stop_reason = ""
-        self._ctrl_c = False  # set by the first Ctrl-C (see _ctrl_c_after_step)
+        self._ctrl_c = CtrlC()  # a first Ctrl-C stops training after the step in progress
 
     # ------------------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> dict[str, Any]:
@@ -190,7 +188,7 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_train_start(self)
         window = _Window()
-        with self._ctrl_c_after_step():
+        with self._ctrl_c.after_step(self.run_dir, lambda: self.pos.step):
             while not self.stop_reason:
                 window = self.run_epoch(window)
         if window.tokens:
@@ -256,7 +254,7 @@ class Trainer:
                 else:
                     self.save_checkpoint(is_best=False)  # no validation: for average_last
                 window.started += time.monotonic() - paused  # tokens/s counts training only
-            if dist.broadcast_flag(self._ctrl_c):
+            if dist.broadcast_flag(self._ctrl_c.pressed):
                 if window.tokens:
                     self.log(window)
                 self.interrupted()
@@ -357,79 +355,20 @@ class Trainer:
             cb.on_log(self, record)
 
     def diverged(self, what: str, stopped: str = "") -> None:
-        """Stop with :class:`TrainingDiverged`, naming the checkpoint a resume would continue
-        from only if it is good (finite validation), else saying that none is."""
+        """Stop with :class:`TrainingDiverged`, with the advice of
+        :func:`seqlab.training.divergence.advice` (the checkpoint to continue from, if good)."""
         stopped = stopped or (
             f"at step {self.pos.step + 1} (epoch {self.pos.epoch}); training stopped before "
             "updating the weights"
         )
-        good = self.last_good_checkpoint()
-        if good is not None:
-            advice = (
-                f"last good checkpoint: {good}. Lower the learning rate (or set "
-                f"train.grad_clip) and continue from that checkpoint: seqlab train --resume "
-                f"{self.run_dir} train.lr=<lower>"
-            )
-        elif ckpt.pointer(self.run_dir, "latest") is None:
-            advice = (
-                "no checkpoint was written yet. Start again with a lower train.lr (or set "
-                "train.grad_clip)"
-            )
-        else:
-            advice = (
-                "no good checkpoint to resume from (the latest one's validation is not finite). "
-                "Start a new run with a lower train.lr (or set train.grad_clip)"
-            )
-        raise TrainingDiverged(f"{what} {stopped}; {advice}")
+        raise TrainingDiverged(
+            f"{what} {stopped}; {divergence.advice(self.run_dir, self.select.metric)}"
+        )
 
     def last_good_checkpoint(self) -> Path | None:
-        """The checkpoint ``--resume`` continues from (the latest), if its validation metrics
-        were finite (or it was not validated: a checkpoint's weights are always finite)."""
-        found = ckpt.latest_with_meta(self.run_dir)
-        if found is None:
-            return None  # none, or unreadable: resuming from it would fail
-        path, meta = found
-        latest = ckpt.pointer(self.run_dir, "latest")
-        history = meta.get("history")
-        for record in history if isinstance(history, list) else []:
-            bad = isinstance(record, dict) and _non_finite(record, self.select.metric)
-            if bad and record.get("step") == latest:
-                return None
-        return path
-
-    @contextlib.contextmanager
-    def _ctrl_c_after_step(self) -> Iterator[None]:
-        """A first Ctrl-C stops training after the step in progress, with a checkpoint (see
-        :meth:`interrupted`); a second one aborts at once, losing the steps since the last
-        checkpoint."""
-        self._ctrl_c = False
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-
-        def handler(signum: int, frame: Any) -> None:
-            if self._ctrl_c:
-                raise KeyboardInterrupt
-            self._ctrl_c = True
-            print(
-                "\nseqlab: Ctrl-C: stopping after this step with a checkpoint "
-                "(press Ctrl-C again to abort now)",
-                file=sys.stderr,
-                flush=True,
-            )
-
-        previous = signal.signal(signal.SIGINT, handler)
-        try:
-            yield
-        except KeyboardInterrupt:
-            latest = ckpt.pointer(self.run_dir, "latest")
-            lost = f"the steps since step {latest}" if latest is not None else "all steps"
-            raise TrainingInterrupted(
-                f"aborted at step {self.pos.step}; {lost} are lost. "
-                f"Resume: seqlab train --resume {self.run_dir}"
-            ) from None
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        """The checkpoint ``--resume`` continues from, if its validation was finite
+        (:func:`seqlab.training.divergence.last_good_checkpoint`)."""
+        return divergence.last_good_checkpoint(self.run_dir, self.select.metric)
 
     def interrupted(self) -> None:
         """Save a checkpoint at the step just finished (all processes), then stop and say how to
@@ -454,167 +393,24 @@ class Trainer:
         return metrics
 
     def validate_and_checkpoint(self) -> None:
-        """Evaluate (rank 0), save a checkpoint, and decide on early stopping (all ranks)."""
-        record: dict[str, Any] = {"step": self.pos.step, "epoch": self.pos.epoch}
-        is_best = self.evaluate_fn is None
-        bad: list[str] = []
-        if dist.is_main() and self.evaluate_fn is not None:
-            record.update(self.evaluate())
-            bad = _non_finite(record, self.select.metric)
-        if dist.broadcast_flag(bool(bad)):
-            # the weights give NaN/inf: never a best or a checkpoint to resume from
-            for cb in self.callbacks:
-                cb.on_eval(self, {**record, "best": self.pos.best})
-            self.diverged(
-                "validation " + ", ".join(f"{k} = {record[k]}" for k in bad),
-                f"at step {self.pos.step} (epoch {self.pos.epoch}); this checkpoint was not saved",
-            )
-        if dist.is_main() and self.evaluate_fn is not None:
-            value = record.get(self.select.metric)
-            if self.select.better(value, self.pos.best):
-                self.pos.best, self.pos.evals_since_best, is_best = float(value), 0, True
-            else:
-                self.pos.evals_since_best += 1
-            if self.plateau is not None and value is not None:
-                self.plateau.step(float(value))
-            record["best"] = self.pos.best
-            record["elapsed_s"] = round(self.elapsed(), 2)
-            self.pos.history.append(record)
-        is_best = dist.broadcast_flag(is_best)
-        patience = self.cfg.early_stopping_patience
-        early = dist.broadcast_flag(bool(patience) and self.pos.evals_since_best >= patience)
-        if early and not self.stop_reason:
-            self.stop_reason = f"no improvement of {self.select.metric} in {patience} evaluations"
-        self.save_checkpoint(is_best)
-        if dist.is_main() and self.evaluate_fn is not None:
-            for cb in self.callbacks:  # after the checkpoint: a failing plot loses nothing
-                cb.on_eval(self, record)
+        """Evaluate (rank 0), save a checkpoint, and decide on early stopping (all ranks):
+        :func:`seqlab.training.checkpointing.validate_and_checkpoint`."""
+        checkpointing.validate_and_checkpoint(self)
 
     def average_last(self, n: int) -> dict[str, Any]:
-        """Average the last ``n`` trained checkpoints (Vaswani et al. 2017, §6.1; pruning keeps
-        them, :attr:`~seqlab.config.TrainConfig.checkpoints_kept`, and a run that saved fewer
-        averages those, with a ``note`` in the result); keep the result as a new checkpoint, the
-        best one, if it evaluates better than the best so far.
-
-        With ``final_evaluate``, the average and the best checkpoint are both evaluated by it
-        and it alone decides (``"final"`` in the result holds both); ``evaluate`` still records
-        the average's metrics on the scale of the training history.
-        """
-        steps = ckpt.trained_steps(self.run_dir)[-n:]
-        if len(steps) < 2:
-            return {
-                "skipped": f"only {len(steps)} trained checkpoint(s) saved; validate or save "
-                "more often (train.eval_every, train.save_every)"
-            }
-        fewer = len(steps) < n
-        note = f"average of {len(steps)}, not {n}: only {len(steps)} trained checkpoints are there"
-        state = ckpt.average(self.run_dir, steps)
-        metrics: dict[str, Any] = {}
-        better = False
-        if dist.is_main() and self.evaluate_fn is not None:
-            final: dict[str, Any] = {}
-            if self.final_evaluate_fn is not None:
-                ckpt.load_model_weights(self.model, ckpt.find(self.run_dir, "best"))
-                final["best"] = self.evaluate(self.final_evaluate_fn)
-            self.model.load_state_dict(state)
-            metrics = self.evaluate()
-            if final:
-                final["average"] = self.evaluate(self.final_evaluate_fn)
-                metric = self.select.metric
-                better = self.select.better(final["average"].get(metric), final["best"].get(metric))
-                metrics["final"] = final
-            else:
-                better = self.select.better(metrics.get(self.select.metric), self.pos.best)
-        self.model.load_state_dict(state)  # every rank holds the average (rank 0 looked at best)
-        better = dist.broadcast_flag(better)
-        if better:
-            # the recorded best is the kept checkpoint's value on the history's scale
-            self.pos.best = float(metrics[self.select.metric]) if metrics else self.pos.best
-            self.pos.step += 1  # a new checkpoint name after the last real step
-            self.save_checkpoint(is_best=True, averaged_steps=steps)
-        return {"steps": steps, **({"note": note} if fewer else {}), **metrics, "is_best": better}
+        """Average the last ``n`` trained checkpoints; keep the average as the best checkpoint
+        if it evaluates better (:func:`seqlab.training.checkpointing.average_last`)."""
+        return checkpointing.average_last(self, n)
 
     def save_checkpoint(self, is_best: bool, averaged_steps: list[int] | None = None) -> None:
-        """Save the training state as the checkpoint of the current step; ``averaged_steps``
-        marks it as the average of those steps' weights (with the last one's optimizer and data
-        position), which a resumed run does not continue from."""
-        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise TrainingDiverged(
-                f"the weights hold NaN or infinite values at step {self.pos.step}; not saved"
-            )
-        state = ckpt.TrainingState(
-            step=self.pos.step,
-            epoch=self.pos.epoch,
-            batch=self.pos.batch,
-            best=self.pos.best,
-            evals_since_best=self.pos.evals_since_best,
-            history=self.pos.history,
-            schedule=self.schedule.state_dict(),
-            plateau=self.plateau.state_dict() if self.plateau else None,
-            world_size=self.world,
-            accumulate=self.cfg.accumulate,
-            elapsed_s=self.elapsed(),
-            finished=self.stop_reason,
-            precision=self.precision.precision,
-            averaged_steps=averaged_steps,
-            extra=self.extra_meta,
-        )
-        ckpt.save(
-            self.run_dir,
-            state,
-            self.model,
-            self.optimizer,
-            self.carry,
-            is_best=is_best,
-            keep_last=self.cfg.checkpoints_kept,  # keep_last, or average_last when that is more
-            rank=self.rank,
-            share=dist.same_on_all_ranks,
-            barrier=dist.barrier,
-        )
+        """Save the training state as the checkpoint of the current step
+        (:func:`seqlab.training.checkpointing.save_checkpoint`)."""
+        checkpointing.save_checkpoint(self, is_best, averaged_steps)
 
     def restore(self, path: Path) -> None:
-        """Continue from the checkpoint at ``path`` (same processes, same accumulation)."""
-        state, carry = ckpt.restore(
-            path,
-            self.model,
-            self.optimizer,
-            run_dir=self.run_dir,
-            rank=self.rank,
-            world_size=self.world,
-            accumulate=self.cfg.accumulate,
-        )
-        self.schedule.load_state_dict(state.schedule)
-        if self.plateau is not None and state.plateau:
-            self.plateau.load_state_dict(state.plateau)
-        self.carry = dist.to_device(carry, self.device)
-        # the time budget (train.max_minutes) counts the time already spent before the restart
-        self.started = time.monotonic() - state.elapsed_s
-        self.pos = Position(
-            step=state.step,
-            epoch=state.epoch,
-            batch=state.batch,
-            best=state.best,
-            evals_since_best=state.evals_since_best,
-            history=state.history,
-        )
-        reason = self.budget_reason()
-        patience = self.cfg.early_stopping_patience
-        if patience and self.pos.evals_since_best >= patience:
-            reason = f"no improvement of {self.select.metric} in {patience} evaluations"
-        if reason:
-            raise SeqlabError(
-                f"{self.run_dir} has finished ({reason}); to train further, raise what it has "
-                f"reached: seqlab train --resume {self.run_dir} {' '.join(self.lifted_limits())}"
-            )
-
-
-def _non_finite(record: dict[str, Any], metric: str) -> list[str]:
-    """The validation loss and the selection metric of ``record`` that are NaN or infinite (or
-    missing as ``null``, how a non-finite value is stored)."""
-    keys = [k for k in dict.fromkeys(("val_loss", metric)) if k in record]
-    return [
-        k for k in keys if not (isinstance(record[k], int | float) and math.isfinite(record[k]))
-    ]
+        """Continue from the checkpoint at ``path`` (same processes, same accumulation):
+        :func:`seqlab.training.checkpointing.restore`."""
+        checkpointing.restore(self, path)
 
 
 def resolve_device(name: str) -> torch.device:

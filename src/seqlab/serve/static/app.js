@@ -1,14 +1,22 @@
-// seqlab serve: the page. Plain JavaScript, no dependencies, no build step.
+// seqlab serve: the page's frame. Plain JavaScript, no dependencies, no build step.
+//
+// The frame names no task: /models says, for each model, its route and its panel, an ES module
+// (its task's panel.js, or /static/generic.js: a form built from the route's request schema)
+// that the frame imports when the model is chosen and mounts with mount(section, model, page)
+// (seqlab.serve.service.Service.panel). `page` is what panels share: requests, the status line,
+// the output area, the attention explorer and the chart.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
+const GENERIC_PANEL = "/static/generic.js";
 const HEAD_COLORS = ["#2f6fde", "#e0672b", "#2e9d57", "#b23bb5", "#c49a00", "#0f9aa8",
   "#d6336c", "#5c6b80", "#7c4dff", "#8d6e63", "#00897b", "#f4511e"];
 
 const state = {
   models: [],
   model: null,
+  mounts: 0,          // counts panel mounts: a late import of an earlier choice is dropped
   apiKey: null,
   att: null,          // {kind: {layers: L×h×Q×K, queries: [...], keys: [...]}}
   kind: null,
@@ -36,6 +44,28 @@ async function json(response) {
   return data;
 }
 
+// Server-sent events (a streaming route's answer): onEvent(event, data) for each as it comes;
+// an `error` event throws its message.
+async function events(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const chunk = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const event = /^event: (.*)$/m.exec(chunk)?.[1];
+      const data = JSON.parse(/^data: (.*)$/m.exec(chunk)?.[1] || "null");
+      if (event === "error") throw new Error(data.error + (data.limit ? ` [${data.limit}]` : ""));
+      onEvent(event, data);
+    }
+  }
+}
+
 function status(text, error = false) {
   $("status").textContent = text;
   $("status").classList.toggle("error", error);
@@ -46,6 +76,23 @@ function el(tag, attrs = {}, text) {
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   if (text !== undefined) node.textContent = text;
   return node;
+}
+
+function readFile(input, how) {
+  return new Promise((resolve, reject) => {
+    const file = input.files[0];
+    if (!file) return reject(new Error("choose a file first"));
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    if (how === "url") reader.readAsDataURL(file); else reader.readAsText(file);
+  });
+}
+
+// A token's background: the stronger, the likelier.
+function shade(logProb) {
+  const p = Math.exp(logProb);
+  return `rgba(47, 111, 222, ${(0.1 + 0.6 * p).toFixed(3)})`;
 }
 
 // --------------------------------------------------------------------- models
@@ -59,268 +106,56 @@ async function loadModels() {
   }
   const select = $("model");
   select.textContent = "";
+  if (!state.models.length) return status("this server holds no models", true);
+  // the first model's panel is mounted before the select is filled: a filled select means ready
+  await chooseModel(state.models[0].name);
   for (const m of state.models) select.append(el("option", { value: m.name }, `${m.name} (${m.task.replace("_", " ")})`));
+  select.value = state.model.name;
   select.onchange = () => chooseModel(select.value);
-  if (state.models.length) chooseModel(state.models[0].name);
-  else status("this server holds no models", true);
 }
 
-function chooseModel(name) {
-  const m = state.models.find((x) => x.name === name);
-  state.model = m;
-  for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== "panel-" + m.task;
-  if (m.task === "classification") {
-    $("cls-text-box").hidden = m.input !== "text";
-    $("cls-image-box").hidden = m.input !== "image";
-  }
+function describe(m, extra = "") {
   const metrics = Object.entries(m.metrics).map(([k, v]) => `${k} ${+v.toFixed(4)}`).join(", ");
-  const languages = m.languages ? ` ${m.languages.source}→${m.languages.target},` : "";
-  $("model-info").textContent = `${m.arch},${languages} ${m.dataset}, ${m.parameters.toLocaleString()} parameters, ` +
-    `engine ${m.engine}${metrics ? "; " + metrics : ""}`;
+  $("model-info").textContent = `${m.arch},${extra ? " " + extra + "," : ""} ${m.dataset}, ` +
+    `${m.parameters.toLocaleString()} parameters, engine ${m.engine}${metrics ? "; " + metrics : ""}`;
+}
+
+async function chooseModel(name) {
+  const m = state.models.find((x) => x.name === name);
+  const mount = ++state.mounts;
+  state.model = m;
+  describe(m);
   clearOutput();
-  status("ready");
+  const section = el("section", { class: "panel", "data-model": m.name });
+  $("panels").replaceChildren(section);
+  const url = m.panel || GENERIC_PANEL;
+  status("loading the page's panel…");
+  try {
+    const module = await import(url);
+    if (mount !== state.mounts) return;
+    if (typeof module.mount !== "function") throw new Error("it exports no mount(section, model, page)");
+    await module.mount(section, m, page);
+  } catch (err) {
+    if (mount === state.mounts) status(`the panel ${url} of model ${m.name} failed: ${err.message}`, true);
+    return;
+  }
+  if (mount === state.mounts) status("ready");
 }
 
 function clearOutput() {
   $("output").textContent = "";
   $("explorer").hidden = true;
-  $("rollout-box").hidden = true;
   $("chart-box").hidden = true;
   state.att = null;
-}
-
-// ---------------------------------------------------------------- translation
-function shade(logProb) {
-  const p = Math.exp(logProb);
-  return `rgba(47, 111, 222, ${(0.1 + 0.6 * p).toFixed(3)})`;
-}
-
-async function translate() {
-  const text = $("source").value.split("\n").filter((t) => t.trim());
-  if (!text.length) return status("type a sentence first", true);
-  const body = { model: state.model.name, text, attention: state.model.attention.length > 0 };
-  if ($("beam").value) body.beam = +$("beam").value;
-  if ($("nbest").value) body.nbest = +$("nbest").value;
-  if ($("length-penalty").value) body.length_penalty = +$("length-penalty").value;
-  if (!body.attention) delete body.attention;
-  status("translating…");
-  let data;
-  try {
-    data = await json(await api("/translate", body));
-  } catch (err) {
-    return status(err.message, true);
-  }
-  clearOutput();
-  data.translations.forEach((t, i) => {
-    const box = el("div", { class: "result", "data-index": i });
-    box.append(el("div", { class: "muted" }, text[i]));
-    const tokens = el("div", { class: "tokens output" });
-    if (t.detail) {
-      t.detail.target_tokens.forEach((tok, j) => {
-        const lp = t.detail.log_probs[j];
-        const span = el("span", { class: "tok", title: `p = ${Math.exp(lp).toFixed(3)}` }, tok);
-        span.style.background = shade(lp);
-        tokens.append(span);
-      });
-    } else {
-      tokens.append(el("span", { class: "tok" }, t.text));
-    }
-    box.append(tokens);
-    if (t.hypotheses.length > 1) {
-      const list = el("ol", { class: "nbest" });
-      for (const h of t.hypotheses) {
-        const item = el("li", {}, h.text);
-        item.append(el("span", { class: "score" }, `score ${h.score.toFixed(3)}`));
-        list.append(item);
-      }
-      box.append(list);
-    }
-    if (t.detail) box.onclick = () => showTranslationAttention(t.detail, box);
-    $("output").append(box);
-  });
-  for (const n of [...data.notes, ...data.warnings]) $("output").append(el("p", { class: "note" }, n));
-  const first = data.translations.findIndex((t) => t.detail);
-  if (first >= 0) showTranslationAttention(data.translations[first].detail, $("output").children[first]);
-  status(`translated with ${data.engine}`);
-}
-
-function showTranslationAttention(d, box) {
-  const kinds = {};
-  if (d.cross) kinds.cross = { layers: d.cross, queries: d.target_tokens, keys: d.source_tokens };
-  if (d.encoder) kinds.encoder = { layers: d.encoder, queries: d.source_tokens, keys: d.source_tokens };
-  if (d.decoder) kinds.decoder = { layers: d.decoder, queries: d.target_tokens, keys: d.target_inputs };
-  if (d.alignment) kinds.alignment = { layers: [[d.alignment]], queries: d.target_tokens, keys: d.source_tokens };
-  selectResult(box);
-  showAttention(kinds);
 }
 
 function selectResult(box) {
   for (const r of document.querySelectorAll(".result")) r.classList.toggle("selected", r === box);
 }
 
-// ------------------------------------------------------------- classification
-function readFile(input, how) {
-  return new Promise((resolve, reject) => {
-    const file = input.files[0];
-    if (!file) return reject(new Error("choose a file first"));
-    const reader = new FileReader();
-    reader.onload = () => resolve(reader.result);
-    reader.onerror = () => reject(reader.error);
-    if (how === "url") reader.readAsDataURL(file); else reader.readAsText(file);
-  });
-}
-
-async function classify() {
-  const m = state.model;
-  const body = { model: m.name, attention: m.attention.length > 0 };
-  let texts = [];
-  try {
-    if (m.input === "image") body.image = await readFile($("cls-image"), "url");
-    else {
-      texts = $("cls-text").value.split("\n").filter((t) => t.trim());
-      if (!texts.length) throw new Error("type a text first");
-      body.text = texts;
-    }
-  } catch (err) {
-    return status(err.message, true);
-  }
-  if (!body.attention) delete body.attention;
-  status("classifying…");
-  let data;
-  try {
-    data = await json(await api("/classify", body));
-  } catch (err) {
-    return status(err.message, true);
-  }
-  clearOutput();
-  data.results.forEach((r, i) => {
-    const box = el("div", { class: "result" });
-    box.append(el("div", { class: "muted" }, m.input === "image" ? "image" : texts[i]));
-    box.append(el("strong", {}, `${r.label}  ${(100 * r.probability).toFixed(1)}%`));
-    const probs = el("div", { class: "probs" });
-    for (const [label, p] of Object.entries(r.probabilities).sort((a, b) => b[1] - a[1]).slice(0, 5)) {
-      const line = el("div");
-      const bar = el("span", { class: "bar" });
-      bar.style.width = `${Math.max(1, 120 * p)}px`;
-      line.append(bar, `${label} ${(100 * p).toFixed(1)}%`);
-      probs.append(line);
-    }
-    box.append(probs);
-    for (const n of r.notes) box.append(el("div", { class: "note" }, n));
-    if (r.attention) box.onclick = () => { selectResult(box); showClassAttention(r.attention); };
-    $("output").append(box);
-  });
-  for (const n of data.warnings) $("output").append(el("p", { class: "note" }, n));
-  const first = data.results[0];
-  if (first && first.attention) {
-    selectResult($("output").children[0]);
-    showClassAttention(first.attention);
-    if (first.attention.rollout) drawRollout(body.image, first.attention.rollout);
-  }
-  status("classified");
-}
-
-function showClassAttention(a) {
-  showAttention({ self: { layers: a.layers, queries: a.tokens, keys: a.tokens } });
-}
-
-function drawRollout(dataUrl, grid) {
-  const canvas = $("rollout");
-  const ctx = canvas.getContext("2d");
-  const image = new Image();
-  image.onload = () => {
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
-    const rows = grid.length, cols = grid[0].length;
-    const top = Math.max(...grid.flat()) || 1;
-    const w = canvas.width / cols, h = canvas.height / rows;
-    for (let r = 0; r < rows; r++) {
-      for (let c = 0; c < cols; c++) {
-        ctx.fillStyle = `rgba(255, 80, 0, ${(0.75 * grid[r][c] / top).toFixed(3)})`;
-        ctx.fillRect(c * w, r * h, w, h);
-      }
-    }
-    $("rollout-box").hidden = false;
-  };
-  image.src = dataUrl;
-}
-
-// ------------------------------------------------------------ language models
-async function generate() {
-  const m = state.model;
-  const body = { model: m.name, prefix: $("prefix").value, tokens: +$("tokens").value, seed: +$("seed").value };
-  if ($("temperature").value !== "") body.temperature = +$("temperature").value;
-  body.stream = $("stream").checked;
-  clearOutput();
-  const box = el("div", { class: "result generated" });
-  box.append(el("span", { class: "prefix" }, body.prefix));
-  const text = el("span", { class: "continuation" });
-  box.append(text);
-  $("output").append(box);
-  status("generating…");
-  try {
-    const response = await api("/generate", body);
-    if (!body.stream || !response.ok) {
-      const data = await json(response);
-      box.firstChild.textContent = "";
-      text.textContent = data.text;
-      for (const n of data.warnings) $("output").append(el("p", { class: "note" }, n));
-      return status(`generated ${data.tokens.length} tokens`);
-    }
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "", count = 0;
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const chunk = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const event = /^event: (.*)$/m.exec(chunk)?.[1];
-        const data = JSON.parse(/^data: (.*)$/m.exec(chunk)?.[1] || "null");
-        if (event === "token") { text.textContent += data.text; count += 1; }
-        else if (event === "done") for (const n of data.warnings) $("output").append(el("p", { class: "note" }, n));
-        else if (event === "error") throw new Error(data.error + (data.limit ? ` [${data.limit}]` : ""));
-      }
-    }
-    status(`generated ${count} tokens (streamed)`);
-  } catch (err) {
-    status(err.message, true);
-  }
-}
-
-// ---------------------------------------------------------------- forecasting
-async function forecast() {
-  const m = state.model;
-  const body = { model: m.name, steps: +$("steps").value };
-  try {
-    if ($("csv").files.length) body.csv = await readFile($("csv"), "text");
-    else {
-      const values = $("history").value.split(/[\s,;]+/).filter((x) => x !== "").map(Number);
-      if (!values.length) throw new Error("give past values or a CSV file");
-      body.history = values;
-    }
-  } catch (err) {
-    return status(err.message, true);
-  }
-  status("forecasting…");
-  let data;
-  try {
-    data = await json(await api("/forecast", body));
-  } catch (err) {
-    return status(err.message, true);
-  }
-  clearOutput();
-  drawChart(data.history, data.forecast);
-  const box = el("div", { class: "result" });
-  box.append(el("div", {}, "forecast: " + data.forecast.map((v) => +v.toPrecision(4)).join(", ")));
-  $("output").append(box);
-  status(`forecast ${data.forecast.length} steps from ${data.history.length} values (window ${data.window})`);
-}
-
-function drawChart(history, future) {
+// ---------------------------------------------------------------------- chart
+// A series and its continuation (the last 60 values, at least 4 per continued one).
+function drawChart(history, future, legendText) {
   const svg = $("chart");
   svg.textContent = "";
   const W = 720, H = 260, pad = 36;
@@ -337,9 +172,9 @@ function drawChart(history, future) {
     p.setAttribute("class", cls);
     svg.append(p);
   };
-  line(shown.map((v, i) => [i, v]), "#687385", "history");
+  line(shown.map((v, i) => [i, v]), "#687385", "given");
   const start = shown.length - 1;
-  line([[start, shown[start]], ...future.map((v, i) => [start + 1 + i, v])], "#e0672b", "forecast");
+  line([[start, shown[start]], ...future.map((v, i) => [start + 1 + i, v])], "#e0672b", "continued");
   for (const [v, label] of [[hi, hi], [lo, lo]]) {
     const t = document.createElementNS(SVG, "text");
     t.setAttribute("x", 2); t.setAttribute("y", y(v) + 4); t.setAttribute("font-size", "11");
@@ -347,13 +182,15 @@ function drawChart(history, future) {
     svg.append(t);
   }
   const legend = document.createElementNS(SVG, "text");
-  legend.setAttribute("x", W - 230); legend.setAttribute("y", 16); legend.setAttribute("font-size", "12");
-  legend.textContent = "grey: observed · orange: forecast";
+  legend.setAttribute("x", W - pad); legend.setAttribute("y", 16); legend.setAttribute("font-size", "12");
+  legend.setAttribute("text-anchor", "end");
+  legend.textContent = legendText || "grey: given · orange: continued";
   svg.append(legend);
   $("chart-box").hidden = false;
 }
 
 // ------------------------------------------------------- the attention explorer
+// kinds: {name: {layers: layers × heads × queries × keys, queries: tokens, keys: tokens}}.
 function showAttention(kinds) {
   state.att = kinds;
   const names = Object.keys(kinds);
@@ -533,10 +370,22 @@ function drawGrid() {
 }
 
 // ---------------------------------------------------------------------- start
-$("translate").onclick = translate;
-$("classify").onclick = classify;
-$("generate").onclick = generate;
-$("forecast").onclick = forecast;
+// What a panel's mount(section, model, page) is given besides its section and model.
+const page = {
+  api,                    // api(path, body): fetch with the API key; GET without a body
+  json,                   // json(response): its JSON, or throws "STATUS: error [limit]"
+  events,                 // events(response, onEvent): a streamed answer's server-sent events
+  status,                 // status(text, error): the status line
+  el,                     // el(tag, attrs, text): a new element
+  output: $("output"),    // where results go
+  clearOutput,            // empties the output and hides the explorer and the chart
+  readFile,               // readFile(input, "url" | "text"): a file input's first file
+  shade,                  // shade(logProb): a token's background colour
+  selectResult,           // selectResult(box): marks one .result of the output as shown
+  showAttention,          // showAttention({kind: {layers, queries, keys}}): the explorer
+  chart: drawChart,       // chart(history, future, legend): a series and its continuation
+  describe: (extra) => describe(state.model, extra),  // adds to the model's line in the header
+};
+
 $("key-save").onclick = () => { state.apiKey = $("api-key").value; $("key-box").hidden = true; loadModels(); };
-$("source").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translate(); });
 loadModels();

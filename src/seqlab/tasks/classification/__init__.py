@@ -7,7 +7,9 @@
   Dosovitskiy et al. 2021, a ConvNet);
 - :mod:`~seqlab.tasks.classification.splits`: the run's dataset, its splits and labels;
 - :mod:`~seqlab.tasks.classification.metrics`: accuracy, macro-F1, the confusion matrix;
-- :mod:`~seqlab.tasks.classification.training`: training either kind.
+- :mod:`~seqlab.tasks.classification.training`: training either kind;
+- :mod:`~seqlab.tasks.classification.service`: ``POST /classify``, and ``panel.js`` the page's
+  panel; the task is declared once, in this module (:data:`TASK`).
 
 Whether a run reads text or images is decided once, by its dataset's inputs
 (:meth:`~seqlab.tasks.classification.base.Classifier.accepts`).
@@ -35,6 +37,7 @@ from seqlab.config import ExperimentConfig
 from seqlab.tasks.classification.base import ARTEFACTS, Classes, Classifier
 from seqlab.tasks.classification.image import ImageClassifier
 from seqlab.tasks.classification.metrics import ClassificationReport, classification_metrics
+from seqlab.tasks.classification.service import SERVICE
 from seqlab.tasks.classification.text import TextClassifier
 from seqlab.tasks.classification.training import SELECT, build_experiment
 
@@ -51,15 +54,24 @@ def check_config(cfg: ExperimentConfig) -> None:
         )
 
 
-catalog.register_task_rules("classification", check_config)
-
-#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
-PREDICTORS = (TextClassifier, ImageClassifier)
+TASK = catalog.register_task(
+    catalog.TaskSpec(
+        "classification",
+        build_experiment,
+        (TextClassifier, ImageClassifier),
+        SELECT,
+        frozenset(ARTEFACTS),
+        rules=check_config,
+        service=SERVICE,
+        summary="a label for a text or an image",
+    )
+)
 
 __all__ = [
     "ARTEFACTS",
-    "PREDICTORS",
     "SELECT",
+    "SERVICE",
+    "TASK",
     "Classes",
     "ClassificationReport",
     "Classifier",

@@ -24,7 +24,7 @@ from seqlab.data.classification import ClassBatch, ClassificationBatches, label_
 from seqlab.data.vocab import quiet_unknown
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.runtime.precision import Resolved, autocast
-from seqlab.storage.atomic import atomic_write_json
+from seqlab.storage.atomic import atomic_write_json, read_format_json
 from seqlab.storage.outputs import FILE_RULE, RULE
 from seqlab.storage.text import own_data
 from seqlab.tasks.base import Predictor, Run, as_batch
@@ -51,8 +51,6 @@ class Classes:
 
     @classmethod
     def load(cls, path: Path) -> Classes:
-        from seqlab.storage.atomic import read_format_json
-
         data = read_format_json(path, CLASSES_FORMAT, "classes file")
         labels = data.get("labels")
         if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
@@ -345,7 +343,7 @@ class Classifier(Predictor):
         return out
 
     def _draw_attention(self, directory: Path, number: int, item: Any, layer: int) -> list[Path]:
-        from seqlab.plotting import plot_self_attention
+        from seqlab.plotting import plot_self_attention  # deferred: matplotlib
 
         names, weights = self.attention(item)
         stem = str(directory / f"attention-{number:04d}")

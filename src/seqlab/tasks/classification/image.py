@@ -19,6 +19,7 @@ from seqlab.config import ExperimentConfig
 from seqlab.data.images import load_image
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
+from seqlab.models.vit import attention_rollout
 from seqlab.tasks.base import Run, load_weights
 from seqlab.tasks.classification import splits
 from seqlab.tasks.classification.base import (
@@ -133,13 +134,11 @@ class ImageClassifier(Classifier):
         """Attention rollout (Abnar & Zuidema 2020) of one image's weights (:meth:`attention`,
         L × ``(h, T, T)``): the class token's share of each patch ``(N,)``, a square grid of
         patches in row order."""
-        from seqlab.models.vit import attention_rollout
-
         return attention_rollout([w[None] for w in weights])[0]  # (N,)
 
     def figures_of(self, item: Any, weights: list[Tensor], stem: str) -> list[Path]:
         """The attention rollout drawn on the image (Abnar & Zuidema 2020)."""
-        from seqlab.plotting import plot_rollout
+        from seqlab.plotting import plot_rollout  # deferred: matplotlib
 
         image = item if isinstance(item, Tensor) else self.read_images([item])[0]
         share = self.rollout(weights)

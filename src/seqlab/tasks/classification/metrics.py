@@ -49,7 +49,7 @@ class ClassificationReport(Report):
 
     def draw_confusion(self, path: str | Path, name: str) -> Path:
         """Draw the confusion matrix into ``path`` (titled after the model ``name``)."""
-        from seqlab.plotting import plot_confusion
+        from seqlab.plotting import plot_confusion  # deferred: matplotlib
 
         plot_confusion(
             self.scores["confusion"],

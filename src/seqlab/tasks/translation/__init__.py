@@ -24,16 +24,21 @@ spelt ``pytorch``) or the model exported to CTranslate2, under the rules of :fun
 **Layout**: :mod:`~seqlab.tasks.translation.translator` (the predictor, :class:`Translator`),
 :mod:`~seqlab.tasks.translation.engines` (the :class:`~seqlab.tasks.translation.engines.Engine`
 protocol and seqlab's own search), :mod:`~seqlab.tasks.translation.ctranslate2_engine`
-(CTranslate2 and its export cache), :mod:`~seqlab.tasks.translation.decoding` (decoding options),
-:mod:`~seqlab.tasks.translation.scoring` (BLEU, chrF, ``evaluate``),
+(CTranslate2 and its export cache), :mod:`~seqlab.tasks.translation.decoding` (decoding options,
+n-best hypotheses, ``seqlab translate``'s output), :mod:`~seqlab.tasks.translation.scoring`
+(BLEU, chrF, ``score``, ``evaluate``), :mod:`~seqlab.tasks.translation.attention` (a
+translation's attention read back),
 :mod:`~seqlab.tasks.translation.ensemble` (which runs join an ensemble),
 :mod:`~seqlab.tasks.translation.figures` (attention heatmaps),
 :mod:`~seqlab.tasks.translation.options` (the command-line options),
-:mod:`~seqlab.tasks.translation.artefacts` (what a run directory holds) and
-:mod:`~seqlab.tasks.translation.task` (rules, loss, validation, the experiment). Every name is
-importable from ``seqlab.tasks.translation`` itself.
+:mod:`~seqlab.tasks.translation.artefacts` (what a run directory holds),
+:mod:`~seqlab.tasks.translation.task` (rules, loss, validation, the experiment),
+:mod:`~seqlab.tasks.translation.service` (``POST /translate``) and ``panel.js`` (the page's
+panel); the task is declared once, below (:data:`TASK`). Every name is importable from
+``seqlab.tasks.translation`` itself.
 """
 
+from seqlab import catalog
 from seqlab.tasks.translation.artefacts import (
     ARTEFACTS,
     Pairs,
@@ -43,7 +48,13 @@ from seqlab.tasks.translation.artefacts import (
     load_vocabs,
     save_vocabs,
 )
-from seqlab.tasks.translation.decoding import MAX_LENGTH_PENALTY, as_sentences, decode_options
+from seqlab.tasks.translation.attention import TranslationAttention
+from seqlab.tasks.translation.decoding import (
+    MAX_LENGTH_PENALTY,
+    Translations,
+    as_sentences,
+    decode_options,
+)
 from seqlab.tasks.translation.engines import (
     AUTO,
     CTRANSLATE2,
@@ -60,6 +71,7 @@ from seqlab.tasks.translation.engines import (
 from seqlab.tasks.translation.ensemble import Member
 from seqlab.tasks.translation.figures import MAX_PLOT_TOKENS
 from seqlab.tasks.translation.scoring import TranslationReport, paper_lang, score_translations
+from seqlab.tasks.translation.service import SERVICE
 from seqlab.tasks.translation.task import (
     SELECT,
     build_experiment,
@@ -67,10 +79,20 @@ from seqlab.tasks.translation.task import (
     translation_loss,
     validation,
 )
-from seqlab.tasks.translation.translator import TranslationAttention, Translations, Translator
+from seqlab.tasks.translation.translator import Translator
 
-#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
-PREDICTORS = (Translator,)
+TASK = catalog.register_task(
+    catalog.TaskSpec(
+        "translation",
+        build_experiment,
+        (Translator,),
+        SELECT,
+        frozenset(ARTEFACTS),
+        rules=check_config,
+        service=SERVICE,
+        summary="a sentence in one language to a sentence in another",
+    )
+)
 
 __all__ = [
     "ARTEFACTS",
@@ -80,10 +102,11 @@ __all__ = [
     "ENGINE_SPELLINGS",
     "MAX_LENGTH_PENALTY",
     "MAX_PLOT_TOKENS",
-    "PREDICTORS",
     "SELECT",
     "SEQLAB",
     "SERVER_ENGINES",
+    "SERVICE",
+    "TASK",
     "Engine",
     "Member",
     "Pairs",

@@ -1,5 +1,6 @@
 """What a translation run directory holds besides its config and checkpoints: vocabularies and
-tokenizers (:data:`ARTEFACTS`), and where its sentence pairs come from (:func:`load_pairs`)."""
+tokenizers (:data:`ARTEFACTS`), the trained model read back with them (:func:`load_trained`), and
+where its sentence pairs come from (:func:`load_pairs`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from seqlab.config import ExperimentConfig
 from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
 from seqlab.data.translation_batching import TranslationVocabs
 from seqlab.data.vocab import Vocab
+from seqlab.models import build_model
+from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.tasks.base import Run, load_weights
 
 ARTEFACTS = (
     "src_vocab.json",
@@ -56,3 +60,21 @@ def load_vocabs(run_dir: Path) -> TranslationVocabs:
 
 def _sizes(vocabs: TranslationVocabs) -> dict[str, int]:
     return {"src_vocab_size": len(vocabs.src_vocab), "tgt_vocab_size": len(vocabs.tgt_vocab)}
+
+
+def load_trained(run: Run) -> tuple[EncoderDecoder, TranslationVocabs]:
+    """The trained model of ``run`` (in eval mode) and its vocabularies and tokenizers: the run
+    directory's vocabularies, tokenizers and checkpoint only, the sizes checked against the
+    run's (:meth:`~seqlab.tasks.translation.Translator.load` calls this)."""
+    for name in ARTEFACTS[:4]:
+        run.file(name)
+    vocabs = load_vocabs(run.run_dir)
+    for key, value in _sizes(vocabs).items():
+        run.check_size(key, value)
+    model = build_model(
+        run.cfg.model,
+        src_vocab_size=len(vocabs.src_vocab),
+        tgt_vocab_size=len(vocabs.tgt_vocab),
+    )
+    load_weights(model, run)
+    return model, vocabs

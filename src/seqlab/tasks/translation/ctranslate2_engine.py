@@ -27,6 +27,13 @@ from typing import Any
 from torch import nn
 
 from seqlab.config import DecodeConfig
+from seqlab.export.ctranslate2 import (
+    check_compute_type,
+    engine_threads,
+    engine_workers,
+    export_ctranslate2,
+)
+from seqlab.export.ctranslate2_engine import CTranslate2Engine
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks.base import Run
 
@@ -36,8 +43,6 @@ def cached_export(model: nn.Module, sizes: tuple[int, int], run: Run | None) -> 
     ``--engine ctranslate2`` decodes from: the cache ``RUN/exports/ctranslate2-<checkpoint>/`` of
     ``run`` (see the module docstring), written on first use; a temporary folder for a model
     without a run, or when the run directory is read-only."""
-    from seqlab.export.ctranslate2 import export_ctranslate2
-
     origin = {"checkpoint": str(run.checkpoint)} if run else {}
     if run is not None:
         where = RunDir(run.run_dir).export_dir("ctranslate2", run.checkpoint)
@@ -54,7 +59,7 @@ def cached_export(model: nn.Module, sizes: tuple[int, int], run: Run | None) -> 
 
 
 class CTranslate2Search:
-    """:class:`~seqlab.export.ctranslate2.CTranslate2Engine` on the export of ``model``
+    """:class:`~seqlab.export.ctranslate2_engine.CTranslate2Engine` on the export of ``model``
     (:func:`cached_export`), in ``compute_type`` ``quantize`` (fp32 when None), with as many
     threads as PyTorch, or those and the workers kept by
     :func:`~seqlab.export.ctranslate2.give_cores_to_ctranslate2`.
@@ -66,13 +71,6 @@ class CTranslate2Search:
     def __init__(
         self, model: nn.Module, sizes: tuple[int, int], run: Run | None, quantize: str | None
     ) -> None:
-        from seqlab.export.ctranslate2 import (
-            CTranslate2Engine,
-            check_compute_type,
-            engine_threads,
-            engine_workers,
-        )
-
         check_compute_type(quantize)  # before any export
         self.max_decode_len = getattr(model, "max_decode_len", None)
         self.engine: Any = CTranslate2Engine(
@@ -86,8 +84,6 @@ class CTranslate2Search:
     @staticmethod
     def key(quantize: str | None) -> tuple[str, int, int]:
         """What tells two engines apart: compute type, threads and workers."""
-        from seqlab.export.ctranslate2 import engine_threads, engine_workers
-
         return (quantize or "float32", engine_threads(), engine_workers())
 
     def hypotheses(

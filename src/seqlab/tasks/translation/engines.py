@@ -29,6 +29,7 @@ import torch
 from seqlab.config import DecodeConfig
 from seqlab.data.translation_batching import pad_sequences
 from seqlab.errors import SeqlabError
+from seqlab.export.ctranslate2 import check_compute_type, require_ctranslate2
 from seqlab.models.search import Hypothesis, beam_search, greedy_search
 from seqlab.runtime.precision import autocast
 from seqlab.runtime.progress import progress
@@ -75,8 +76,6 @@ def check_engine(engine: str, quantize: str | None, arch: str, need_weights: boo
     if quantize and name != CTRANSLATE2:
         raise SeqlabError("--quantize applies to --engine ctranslate2")
     if name == CTRANSLATE2:
-        from seqlab.export.ctranslate2 import check_compute_type, require_ctranslate2
-
         require_ctranslate2()
         check_compute_type(quantize)
         if not engine_decodes(name, arch):

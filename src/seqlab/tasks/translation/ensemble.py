@@ -10,6 +10,7 @@ from typing import Any
 
 from seqlab.data.vocab import Vocab
 from seqlab.errors import SeqlabError
+from seqlab.storage.rundir import RunDir
 from seqlab.tasks.base import Predictor
 from seqlab.tasks.translation.artefacts import _splits
 
@@ -30,10 +31,11 @@ def ensemble_members(
     """The translators ``others`` name (run directories loaded at ``which``, or loaded runs),
     each checked to join ``translator`` in an ensemble (see
     :meth:`~seqlab.tasks.translation.Translator.ensemble_with`);
-    named ``names`` in messages (default: their run directories)."""
-    from seqlab.tasks import load
-    from seqlab.tasks.translation.translator import Translator
-
+    named ``names`` in messages (default: their run directories). A run directory is opened
+    here and loaded as ``translator``'s own kind of run (:meth:`~seqlab.tasks.base.Predictor.load`),
+    after its config says it is one (the task registry, :mod:`seqlab.tasks`, imports this
+    package)."""
+    kind = type(translator)
     given = [others] if isinstance(others, str | Path | Predictor) else others
     if not isinstance(given, Sequence):
         raise TypeError(_NOT_A_MEMBER + f", or a list of them; got {type(others).__name__}")
@@ -47,14 +49,14 @@ def ensemble_members(
         ]
     if len(names) != len(given):
         raise SeqlabError(f"ensemble_with: {len(names)} names for {len(given)} runs")
-    members = [o if isinstance(o, Predictor) else load(o, which) for o in given]
+    members = [
+        o if isinstance(o, Predictor) else _load(o, which, kind, n)
+        for o, n in zip(given, names, strict=True)
+    ]
     mine = translator.run.run_dir if translator.run is not None else "this run"
     for other, name in zip(members, names, strict=True):
-        if not isinstance(other, Translator):
-            raise SeqlabError(
-                f"--ensemble {name}: holds {other.kind} model (model.arch="
-                f"{other.cfg.model.arch}); an ensemble takes translation runs only"
-            )
+        if not isinstance(other, kind):
+            raise SeqlabError(_not_a_translation(name, other.kind, other.cfg.model.arch))
         for side in ("src", "tgt"):
             theirs: Vocab = getattr(other.vocabs, f"{side}_vocab")
             ours: Vocab = getattr(translator.vocabs, f"{side}_vocab")
@@ -72,3 +74,21 @@ def ensemble_members(
                     "models of an ensemble must split text the same way"
                 )
     return members
+
+
+def _load(run_dir: str | Path, which: str, kind: type[Predictor], name: str) -> Predictor:
+    """The run in ``run_dir`` at checkpoint ``which``, loaded as ``kind`` once its config says it
+    is a run of that kind."""
+    run = RunDir(run_dir).open(which)
+    if not kind.accepts(run.cfg) or run.cfg.task != kind.task:
+        raise SeqlabError(
+            _not_a_translation(name, run.cfg.task.replace("_", " "), run.cfg.model.arch)
+        )
+    return kind.load(run)
+
+
+def _not_a_translation(name: str, kind: str, arch: str) -> str:
+    return (
+        f"--ensemble {name}: holds {kind} model (model.arch={arch}); an ensemble takes "
+        "translation runs only"
+    )

@@ -38,7 +38,7 @@ def draw_alignment(
     ``need_weights``) as ``directory/attention-NNNN.png`` after ``number``
     (:func:`~seqlab.plotting.attention_png_name`), titled with the line and
     :attr:`alignment_name`."""
-    from seqlab.plotting import attention_png_name, plot_attention
+    from seqlab.plotting import attention_png_name, plot_attention  # deferred: matplotlib
 
     x_tokens = translator.vocabs.src_vocab.to_tokens(translator.source_ids(line))
     y_tokens = translator.vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]

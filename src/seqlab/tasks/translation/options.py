@@ -1,12 +1,18 @@
 """The options of ``seqlab translate`` and ``seqlab evaluate`` for a translation run
 (:attr:`~seqlab.tasks.translation.Translator.options`,
-:attr:`~seqlab.tasks.translation.Translator.usage`)."""
+:attr:`~seqlab.tasks.translation.Translator.usage`) and their checks (:func:`check_options`,
+behind :meth:`~seqlab.tasks.translation.Translator.check`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from seqlab.errors import SeqlabError
 from seqlab.storage.outputs import FILE_RULE, RULE
 from seqlab.tasks.options import Option
-from seqlab.tasks.translation.engines import ENGINES
+from seqlab.tasks.translation.decoding import decode_options
+from seqlab.tasks.translation.engines import ENGINES, check_engine
 
 #: ``seqlab translate`` / ``evaluate``'s options for a translation run
 OPTIONS: tuple[Option, ...] = (
@@ -89,3 +95,30 @@ OPTIONS: tuple[Option, ...] = (
 USAGE: dict[str, str] = {
     "evaluate": "a translation model is scored on --split, or on --src FILE with --ref FILE"
 }
+
+
+def check_options(translator: Any, options: Mapping[str, Any]) -> None:
+    """The decoding options (:func:`~seqlab.tasks.translation.decoding.decode_options`), the
+    engine (:func:`~seqlab.tasks.translation.engines.check_engine`, and an ensemble's) and
+    attention heatmaps, which need a model that attends to the source; ``translator``: a
+    :class:`~seqlab.tasks.translation.Translator`
+    (:meth:`~seqlab.tasks.translation.Translator.check` calls this)."""
+    decode_options(
+        translator.cfg.decode,
+        options.get("beam"),
+        options.get("nbest"),
+        options.get("length_penalty"),
+    )
+    heatmaps = bool(options.get("attention_png"))
+    translator.check_ensemble_engine(options.get("engine") or "pytorch")
+    check_engine(
+        options.get("engine") or "pytorch",
+        options.get("quantize"),
+        translator.cfg.model.arch,
+        need_weights=heatmaps,
+    )
+    if heatmaps and not translator.has_attention:
+        raise SeqlabError(
+            f"--attention-png: model.arch={translator.cfg.model.arch} has no attention over the "
+            "source to draw (it encodes the source into one vector)"
+        )

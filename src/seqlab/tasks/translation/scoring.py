@@ -1,6 +1,7 @@
 """Scoring translations: sacreBLEU BLEU and chrF with their signatures, the paper-style BLEU
-(:func:`score_translations`), and ``seqlab evaluate`` (:func:`evaluate`, behind
-:meth:`~seqlab.tasks.translation.Translator.evaluate`)."""
+(:func:`score_translations`), sentences translated and scored (:func:`score`, behind
+:meth:`~seqlab.tasks.translation.Translator.score`), and ``seqlab evaluate`` (:func:`evaluate`,
+behind :meth:`~seqlab.tasks.translation.Translator.evaluate`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from seqlab import catalog
 from seqlab.config import ExperimentConfig
 from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.errors import SeqlabError
-from seqlab.storage.atomic import atomic_write_text
+from seqlab.storage.atomic import atomic_write_text, check_replaceable
+from seqlab.storage.outputs import check_not_input, check_not_run_file
 from seqlab.storage.text import own_data, read_lines
 from seqlab.tasks.paper_bleu import paper_bleu
 from seqlab.tasks.report import Report
-from seqlab.tasks.translation.decoding import decode_options
+from seqlab.tasks.translation import artefacts
+from seqlab.tasks.translation.decoding import as_sentences, decode_options
 
 
 def paper_lang(cfg: ExperimentConfig) -> str | None:
@@ -59,6 +62,37 @@ def score_translations(
     return scores
 
 
+def score(
+    translator: Any,
+    sources: Sequence[str],
+    references: Sequence[str],
+    beam: int | None = None,
+    length_penalty: float | None = None,
+    engine: str = "pytorch",
+    quantize: str | None = None,
+) -> dict[str, Any]:
+    """``sources`` translated by ``translator`` and scored against ``references``
+    (:func:`score_translations`), the outputs under ``translations``; both lists of sentences,
+    at least one, that pair up. ``translator``: a :class:`~seqlab.tasks.translation.Translator`
+    (:meth:`~seqlab.tasks.translation.Translator.score` calls this)."""
+    if isinstance(sources, str) or isinstance(references, str):
+        raise SeqlabError("score takes lists of sentences (sources and references), not a string")
+    sources, _ = as_sentences(sources)
+    references, _ = as_sentences(references, "reference")
+    if not sources and not references:
+        raise SeqlabError("nothing to score: 0 source sentences and 0 references")
+    if len(sources) != len(references):
+        raise SeqlabError(
+            f"{len(sources)} source sentences but {len(references)} references; they must "
+            "pair up line by line"
+        )
+    outputs = translator.translate(
+        sources, beam=beam, length_penalty=length_penalty, engine=engine, quantize=quantize
+    )
+    scores = score_translations(outputs, references, paper_lang(translator.cfg))
+    return {**scores, "translations": outputs}
+
+
 @dataclass
 class TranslationReport(Report):
     """BLEU, chrF and the paper-style BLEU with their signatures; ``outputs``: the
@@ -94,7 +128,6 @@ def evaluate(
     translator: Any,
     split: str | None = None,
     files: Mapping[str, str | Path] | None = None,
-    *,
     beam: int | None = None,
     length_penalty: float | None = None,
     engine: str = "pytorch",
@@ -112,9 +145,6 @@ def evaluate(
     options = {"beam": beam, "length_penalty": length_penalty}
     translator.check("evaluate", {**options, "engine": engine, "quantize": quantize})
     if output:  # before any work: never a run's own file, nor one being read
-        from seqlab.storage.atomic import check_replaceable
-        from seqlab.storage.outputs import check_not_input, check_not_run_file
-
         check_replaceable(output, "output")
         check_not_run_file(output, "output")
         check_not_input(output, {f"--{k}": v for k, v in files.items()}, "output")
@@ -147,9 +177,7 @@ def evaluate(
         )
     else:
         assert split is not None
-        from seqlab.tasks import translation as task  # the package's name: tests replace it
-
-        splits = task.load_pairs(translator.cfg)
+        splits = artefacts.load_pairs(translator.cfg)  # the module's name: tests replace it
         if split not in splits:
             raise SeqlabError(
                 f"{translator.cfg.data.dataset} has no {split!r} split; choose from "

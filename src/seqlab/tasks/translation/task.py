@@ -1,5 +1,4 @@
-"""The translation task's declaration: its rules across config sections (registered with
-:func:`seqlab.catalog.register_task_rules`), its loss, validation, how an experiment is built,
+"""The translation task's rules across config sections, its loss, validation, how an experiment is built,
 and how checkpoints are chosen (:data:`SELECT`)."""
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from seqlab import catalog
 from seqlab.config import DecodeConfig, ExperimentConfig
 from seqlab.data.translation_batching import (
     Batch,
@@ -50,9 +48,6 @@ def check_config(cfg: ExperimentConfig) -> None:
             f"model.max_len={model_len} is smaller than data.max_len={data.max_len}: "
             "the model could not read the longest sentences; raise model.max_len"
         )
-
-
-catalog.register_task_rules("translation", check_config)
 
 
 def translation_loss(

@@ -1,5 +1,4 @@
-"""Forecasting real-valued sequences: autoregressive models, k-step-ahead prediction, RMSE/MAE
-by horizon against the persistence baselines (d2l.ai §9.1).
+"""The forecasting task's predictor (:class:`Forecaster`), report and experiment.
 
 Training minimises the mean squared error of the next value (on the scaled series); checkpoints
 are chosen by validation RMSE. **k-step-ahead prediction** feeds the model's own predictions
@@ -285,7 +284,7 @@ class Forecaster(Predictor):
         return out
 
     def _plot_forecast(self, out: Forecast, path: Path) -> Path:
-        from seqlab.plotting import plot_series
+        from seqlab.plotting import plot_series  # deferred: matplotlib
 
         n, steps = len(out.history), len(out.values)
         shown = min(n, max(4 * steps, 4 * self.window))
@@ -366,7 +365,7 @@ class Forecaster(Predictor):
         return report
 
     def _plot_horizons(self, report: ForecastReport, path: Path) -> Path:
-        from seqlab.plotting import plot_lines
+        from seqlab.plotting import plot_lines  # deferred: matplotlib
 
         s = report.scores
         horizons = torch.tensor(s["horizons"], dtype=torch.float32)
@@ -450,6 +449,3 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
 
 #: forecasting chooses checkpoints by validation RMSE (in the series' units), lower is better
 SELECT = Selection("val_rmse", "min")
-
-#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
-PREDICTORS = (Forecaster,)

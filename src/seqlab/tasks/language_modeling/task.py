@@ -1,16 +1,11 @@
-"""Language modelling: next-token prediction on one text, perplexity, generation.
+"""The language-modelling task's predictor (:class:`LanguageModel`), its rules, loss,
+validation and experiment.
 
 Perplexity is exp of the mean per-token cross-entropy (d2l.ai §9.3.2):
 PPL = exp(-1/n Σ log p(x_t | x_<t)). Evaluation walks a token sequence in B contiguous rows, T
 tokens at a time, every token predicted once; a recurrent model carries its state along each row
 (as in training with sequential partitioning), a Transformer sees each window of T tokens on its
 own.
-
-The models share one interface (:class:`seqlab.models.language_model.CausalLM`): their loss,
-scoring and generation are written once, whatever the architecture.
-
-A run directory holds ``vocab.json`` and ``tokenizer.json`` besides the config and checkpoints;
-:meth:`LanguageModel.load` needs nothing else.
 """
 
 from __future__ import annotations
@@ -64,9 +59,6 @@ def check_config(cfg: ExperimentConfig) -> None:
             f"model.max_len={model_len} is smaller than data.num_steps={data.num_steps}: "
             "training windows would not fit; raise model.max_len"
         )
-
-
-catalog.register_task_rules("language_modeling", check_config)
 
 
 def lm_loss(model: CausalLM, batch: tuple[Tensor, Tensor], state: object) -> LossOutput:
@@ -475,49 +467,3 @@ class LanguageModel(Predictor):
 
 #: a language model chooses checkpoints by validation loss (cross-entropy), lower is better
 SELECT = Selection("val_loss", "min")
-
-#: the kinds of run this task loads (:func:`seqlab.tasks.predictor_for`)
-PREDICTORS = (LanguageModel,)
-
-
-# ----------------------------------------------------------------------------- n-grams
-def ngram_models(
-    cfg: ExperimentConfig,
-    orders: Sequence[int],
-    smoothing: str = "kneser_ney",
-    k: float = 1.0,
-) -> tuple[LMCorpus, dict[int, dict[str, Any]]]:
-    """Count n-gram models of each order on the config's training split and measure their
-    validation perplexity: the same text, tokenizer, vocabulary and split as the config's neural
-    model (each validation token predicted from the n − 1 tokens before it, the end of the
-    training text included)."""
-    from seqlab.models.ngram import NGramLM
-
-    corpus = load_corpus(cfg)
-    train, val = corpus.train.tolist(), corpus.val.tolist()
-    d = cfg.data
-    where = f"data.dataset={d.dataset}" + (f" ({d.path})" if d.path else "")
-    if not train or not val:
-        part = "training" if not train else "validation"
-        held = (
-            f"the {part} split holds 0 of its {len(train) + len(val)} token(s) "
-            f"(data.val_fraction={d.val_fraction})"
-            if train or val
-            else "the text holds no tokens"
-        )
-        raise DataError(
-            f"{where}: {held}; n-gram models count the training split and are measured on at "
-            "least one validation token: use a longer text"
-        )
-    out: dict[int, dict[str, Any]] = {}
-    for n in orders:
-        lm = NGramLM(n, len(corpus.vocab), smoothing, k=k).fit(train)  # type: ignore[arg-type]
-        history = train[-max(n - 1, 1) :]  # the first validation token is predicted too
-        ll, count = lm.log_likelihood(val, history)
-        out[n] = {
-            "model": lm,
-            "val_loss": -ll / count,
-            "val_ppl": perplexity(-ll / count),
-            "tokens": count,
-        }
-    return corpus, out
