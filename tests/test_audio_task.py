@@ -213,3 +213,13 @@ def test_evaluate_scores_the_test_split_with_a_confusion_matrix(audio, tmp_path,
     report = json.loads(out)
     assert report["split"] == "test" and report["accuracy"] == 1.0
     assert png.stat().st_size > 1000
+
+
+def test_an_audio_dataset_needs_an_audio_model_and_says_so():
+    from seqlab.config import config_from_dict
+    from seqlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="fsdd is an audio classification dataset, but "):
+        config_from_dict({"data": {"dataset": "fsdd"}, "model": {"arch": "cnn_text"}})
+    with pytest.raises(ConfigError, match="is a classification dataset, but model.arch=audio"):
+        config_from_dict({"data": {"dataset": "sst2"}, "model": {"arch": "audio_classifier"}})

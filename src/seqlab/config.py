@@ -349,8 +349,14 @@ def _default_model() -> ModelConfigBase:
 
 
 #: how errors name what a dataset holds and what a model reads
-_HOLDS = {"text": "a text", "image": "an image", "series": "a series"}
-_READS = {"text": "text", "image": "images", "series": "series"}
+def _a(task: str) -> str:
+    """``a translation``, ``an audio classification``: a task's name after its article."""
+    words = task.replace("_", " ")
+    return f"{'an' if words[:1] in 'aeiou' else 'a'} {words}"
+
+
+_HOLDS = {"text": "a text", "image": "an image", "series": "a series", "audio": "an audio"}
+_READS = {"text": "text", "image": "images", "series": "series", "audio": "recordings"}
 
 
 class ExperimentConfig(Strict):
@@ -396,8 +402,8 @@ class ExperimentConfig(Strict):
         dataset = catalog.datasets()[data.dataset]
         if dataset.task != model.task:
             raise ValueError(
-                f"data.dataset={data.dataset} is a {dataset.task.replace('_', ' ')} dataset, but "
-                f"model.arch={model.arch} is a {model.task.replace('_', ' ')} model"
+                f"data.dataset={data.dataset} is {_a(dataset.task)} dataset, but "
+                f"model.arch={model.arch} is {_a(model.task)} model"
             )
         spec = catalog.models().get(model.arch)
         reads = spec.inputs if spec is not None else dataset.inputs

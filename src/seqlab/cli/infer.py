@@ -56,11 +56,14 @@ COMMANDS: dict[str, dict[str, str]] = {
     },
     "translate": {"help": "translate lines from a file or stdin with a trained model"},
     "classify": {
-        "help": "label sentences (a file or stdin) or image files with a classifier",
+        "help": "label sentences (a file or stdin), image files or recordings (WAV) with a "
+        "classifier",
         "description": "Label each line of --input (or standard input, UTF-8) with the most "
         "probable class: one output line LABEL<TAB>PROBABILITY<TAB>TEXT per input line. Blank "
         "lines are skipped, with a warning naming them; lines longer than the model's "
-        "data.max_len tokens are cut to it, with a warning.",
+        "data.max_len tokens are cut to it, with a warning. Runs that read files (images, "
+        "recordings) take them as arguments (or one a line of --input) and print the file in "
+        "place of TEXT.",
     },
     "forecast": {
         "help": "predict the next values of a series (CSV or the run's own) k steps on",
