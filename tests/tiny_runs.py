@@ -72,6 +72,25 @@ def _transformer_dates() -> dict[str, Any]:
 
 
 def _configs(root: Path) -> dict[str, dict[str, Any]]:
+    def _tones(body: dict[str, Any]) -> dict[str, Any]:
+        """An audio classifier with ``body`` on the tones of ``root/tones`` (two pitches)."""
+        return {
+            "data": {
+                "dataset": "audio-folder",
+                "path": str(root / "tones"),
+                "batch_size": 8,
+                "val_fraction": 0.2,
+                "test_fraction": 0.2,
+            },
+            "model": {
+                "arch": "audio_classifier",
+                "features": {"n_mels": 16},
+                "augment": False,
+                "body": body,
+            },
+            "train": {**STEPS, "max_steps": 30, "eval_every": 30, "lr": 0.01},
+        }
+
     return {
         # translation: a Transformer (every layer's and head's attention) and Bahdanau (alignment)
         "mt": {
@@ -132,45 +151,18 @@ def _configs(root: Path) -> dict[str, dict[str, Any]]:
             "train": STEPS,
         },
         # audio: tones of two pitches in a folder (audio-folder), a CNN over log-mel frames
-        "audio": {
-            "data": {
-                "dataset": "audio-folder",
-                "path": str(root / "tones"),
-                "batch_size": 8,
-                "val_fraction": 0.2,
-                "test_fraction": 0.2,
-            },
-            "model": {
-                "arch": "audio_classifier",
-                "features": {"n_mels": 16},
-                "augment": False,
-                "body": {"arch": "cnn_text", "embed_dim": 8, "widths": [3], "channels": 8},
-            },
-            "train": {**STEPS, "max_steps": 30, "eval_every": 30, "lr": 0.01},
-        },
-        "audio-transformer": {
-            "data": {
-                "dataset": "audio-folder",
-                "path": str(root / "tones"),
-                "batch_size": 8,
-                "val_fraction": 0.2,
-                "test_fraction": 0.2,
-            },
-            "model": {
-                "arch": "audio_classifier",
-                "features": {"n_mels": 16},
-                "augment": False,
-                "body": {
-                    "arch": "transformer_classifier",
-                    "d_model": 16,
-                    "num_heads": 2,
-                    "d_ff": 32,
-                    "num_layers": 2,
-                    "dropout": 0.0,
-                },
-            },
-            "train": {**STEPS, "max_steps": 30, "eval_every": 30, "lr": 0.01},
-        },
+        # audio: tones of two pitches in a folder (audio-folder), over log-mel frames
+        "audio": _tones({"arch": "cnn_text", "embed_dim": 8, "widths": [3], "channels": 8}),
+        "audio-transformer": _tones(
+            {
+                "arch": "transformer_classifier",
+                "d_model": 16,
+                "num_heads": 2,
+                "d_ff": 32,
+                "num_layers": 2,
+                "dropout": 0.0,
+            }
+        ),
         "lm": {
             "data": {
                 "dataset": "text",
