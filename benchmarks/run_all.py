@@ -27,6 +27,10 @@ BENCHMARKS = [
         ["attention_backends.py"],
     ),
     (
+        "Position schemes' training cost vs sinusoidal; linear vs softmax attention by length",
+        ["position_schemes.py"],
+    ),
+    (
         "Multi30k en→de Transformer training: vs nn.Transformer, and share of the matmul peak",
         ["translation_training.py"],
     ),

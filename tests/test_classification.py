@@ -47,7 +47,7 @@ TEXT_MODELS = {
         d_model=16, num_heads=2, d_ff=32, num_layers=2, pooling="cls", norm="post"
     ),
     "transformer-max": TransformerClassifierConfig(
-        d_model=16, num_heads=2, d_ff=32, num_layers=2, pooling="max", positional="sinusoidal"
+        d_model=16, num_heads=2, d_ff=32, num_layers=2, pooling="max", positions="sinusoidal"
     ),
     "bilstm-max": RNNClassifierConfig(embed_dim=8, hidden_size=12, pooling="max"),
     "bigru-last": RNNClassifierConfig(cell="gru", embed_dim=8, hidden_size=12, pooling="last"),

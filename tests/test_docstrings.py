@@ -207,6 +207,18 @@ def test_every_renamed_flag_is_in_the_changelogs_table():
                        for r in rows), (command, old, new)  # fmt: skip
 
 
+def test_every_renamed_key_is_in_the_changelogs_table():
+    """Each old key of :data:`~seqlab.deprecation.RENAMED_KEYS` (``model.positional``) has a row
+    of the changelog's table naming the old key and then the new one."""
+    from seqlab.deprecation import RENAMED_KEYS
+
+    lines = CHANGELOG.read_text(encoding="utf-8").splitlines()
+    rows = [lines[i - 1] for i in sorted(_renames_table(lines))]
+    for old, new in RENAMED_KEYS.items():
+        row = rf"(?<![\w.]){re.escape(old)}(?![\w.]).*\|.*`{re.escape(new)}`"
+        assert any(re.search(row, r) for r in rows), (old, new)
+
+
 def test_every_test_the_readme_names_exists():
     """The README's tables point at the tests that pin each claim down; a renamed test must not
     leave a dangling pointer."""

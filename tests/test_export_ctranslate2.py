@@ -1,6 +1,7 @@
 """CTranslate2 export: the engine computes seqlab's probabilities and decodes the same outputs."""
 
 import builtins
+import functools
 import importlib.util
 import json
 import math
@@ -455,3 +456,135 @@ def test_export_refuses_a_symlink_and_the_library_keeps_the_same_rule(runs, tmp_
     with pytest.raises(SeqlabError, match="not an earlier CTranslate2 export"):
         export_ctranslate2(m.model, len(m.vocabs.src_vocab), len(m.vocabs.tgt_vocab), target)
     assert link.is_symlink() and snapshot(target) == before
+
+
+# ------------------------------------------------------------------------ model.positions
+def tiny_transformer(positions, norm="pre", attention="softmax", vocab=20, steps=0):
+    """A tiny Transformer; ``steps`` of training to reverse sequences give it outputs that
+    differ from source to source (an untrained one repeats one token)."""
+    from seqlab.config import TransformerConfig
+    from seqlab.data.translation_batching import Batch
+    from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(
+        d_model=32,
+        num_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_ff=64,
+        dropout=0.0,
+        max_len=64,
+        norm=norm,
+        positions=positions,
+        attention=attention,
+    )
+    model = TransformerSeq2Seq(vocab, vocab, cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        xs = [torch.randint(4, vocab, (n,), generator=g).tolist() for n in range(1, 13)] * 2
+        src, src_lengths = pad_sequences([x + [EOS] for x in xs])
+        tgt_in, tgt_lengths = pad_sequences([[BOS] + x[::-1] for x in xs])
+        tgt_out, _ = pad_sequences([x[::-1] + [EOS] for x in xs])
+        batch = Batch(src, src_lengths, tgt_in, tgt_out, tgt_lengths, torch.arange(len(xs)))
+        loss, _ = model.loss(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+@functools.cache
+def trained_tiny_transformer(positions, norm):
+    return tiny_transformer(positions, norm, steps=60)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("positions,norm", [("rope", "pre"), ("rope", "post"), ("learned", "pre")])
+def test_ctranslate2_equals_seqlab_for_rope_and_learned_positions(
+    positions, norm, precision, tmp_path
+):
+    """RoPE as CTranslate2's rotary embeddings, learned tables as its position encodings: the
+    same log-probabilities (1e-4 in fp32), greedy outputs and best beams with their scores."""
+    model = trained_tiny_transformer(positions, norm)
+    out = export_ctranslate2(model, 20, 20, tmp_path / "ct2")
+    engine = CTranslate2Engine(out, threads=1)
+    g = torch.Generator().manual_seed(1)
+    src = [torch.randint(4, 20, (int(n),), generator=g).tolist() + [EOS] for n in (3, 11, 6, 1)]
+    tgt = [torch.randint(4, 20, (int(n),), generator=g).tolist() for n in (9, 2, 5, 14)]
+    s, s_len = pad_sequences(src)
+    t_in, _ = pad_sequences([[BOS] + t for t in tgt])
+    theirs = engine.score(src, tgt)
+    with computing_in(precision):
+        logp = model(s, s_len, t_in).float().log_softmax(-1)
+        greedy = greedy_search(model, s, s_len, **LIMITS)
+        beams = beam_search(model, s, s_len, beam_size=3, **LIMITS)
+    for i, t in enumerate(tgt):
+        labels = t + [EOS]
+        ours = logp[i, torch.arange(len(labels)), torch.tensor(labels)]
+        tol = SCORE_TOL[precision]
+        torch.testing.assert_close(torch.tensor(theirs[i]), ours, atol=tol, rtol=0)
+    ours = [h.tokens for h in greedy]
+    assert len({tuple(x) for x in ours}) > 1  # outputs that tell sources apart
+    assert_same_outputs(
+        model, src, ours, [h[0].tokens for h in engine.search(src, **LIMITS)], precision
+    )
+    best = engine.search(src, beam_size=3, **LIMITS)
+    assert_same_outputs(
+        model, src, [b[0].tokens for b in beams], [b[0].tokens for b in best], precision, 1.0
+    )
+    for (a,), (b,) in zip(beams, best, strict=True):
+        if a.tokens == b.tokens:
+            assert b.score == pytest.approx(a.score, abs=SCORE_TOL[precision])
+
+
+def test_the_catalog_says_what_the_export_writes(tmp_path):
+    from seqlab import catalog
+
+    written = {name for name, p in catalog.positions().items() if p.ctranslate2}
+    assert written == {"sinusoidal", "learned", "rope"}
+    for name in ("alibi", "t5_bias"):
+        with pytest.raises(SeqlabError) as exc:
+            export_ctranslate2(tiny_transformer(name), 20, 20, tmp_path / name)
+        message = str(exc.value)
+        assert len(message.splitlines()) == 1
+        assert f"cannot write model.positions: {name}" in message
+        assert "supports model.positions: sinusoidal, learned, rope" in message
+        assert "nothing was written" in message
+    with pytest.raises(SeqlabError, match="cannot write model.attention: linear.*softmax"):
+        export_ctranslate2(
+            tiny_transformer("sinusoidal", attention="linear"), 20, 20, tmp_path / "x"
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_alibi_run_is_refused_before_anything_is_written(tmp_path, capsys):
+    raw = {
+        "data": {"dataset": "dates", "tokenizer": "char", "num_examples": 100, "val_examples": 5},
+        "model": {
+            "arch": "transformer",
+            "d_model": 16,
+            "num_heads": 2,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "d_ff": 32,
+            "positions": "alibi",
+        },
+        "train": {"max_steps": 1, "eval_every": 1, "threads": 1},
+        "decode": LIMITS,
+    }
+    run = tmp_path / "alibi"
+    train(config_from_dict(raw), run)
+    capsys.readouterr()
+    before = snapshot(run)
+    fails(
+        capsys,
+        [*EXPORT, run, "--out", tmp_path / "out"],
+        "cannot write model.positions: alibi",
+        "sinusoidal, learned, rope",
+    )
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SeqlabError, match="cannot write model.positions: alibi"):
+        load(run).translate(["May 9, 1998"], engine="ctranslate2")
+    assert snapshot(run) == before and not (run / "exports").exists()

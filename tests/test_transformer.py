@@ -79,10 +79,10 @@ def test_decoder_block_matches_torch_layer(norm):
 
 
 # ---------------------------------------------------------------------------- stacks and caches
-def _stacks(norm="post", positional="sinusoidal", cross=True):
-    enc = Encoder(V, D, H, LAYERS, FF, max_len=32, norm=norm, positional=positional).eval()
+def _stacks(norm="post", positions="sinusoidal", cross=True):
+    enc = Encoder(V, D, H, LAYERS, FF, max_len=32, norm=norm, positions=positions).eval()
     dec = Decoder(
-        V, D, H, LAYERS, FF, max_len=32, norm=norm, positional=positional, cross_attention=cross
+        V, D, H, LAYERS, FF, max_len=32, norm=norm, positions=positions, cross_attention=cross
     ).eval()
     return enc, dec
 
@@ -99,11 +99,11 @@ def _decode_incrementally(dec, tgt, chunks, memory=None, lens=None):
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
-@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned", "rope", "alibi", "t5_bias"])
 @pytest.mark.parametrize("chunks", [[1] * 7, [3, 1, 1, 2]])
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_encoder_decoder_cached_decoding_matches_full_pass(norm, positional, chunks, precision):
-    enc, dec = _stacks(norm, positional)
+def test_encoder_decoder_cached_decoding_matches_full_pass(norm, positions, chunks, precision):
+    enc, dec = _stacks(norm, positions)
     src, lens = torch.randint(V, (2, 6)), torch.tensor([6, 4])
     tgt = torch.randint(V, (2, 7))
     with computing_in(precision):

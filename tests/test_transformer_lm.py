@@ -28,9 +28,9 @@ def _generate_by_recomputing(model, prefix, num_tokens):
 
 
 CONFIGS = [
-    {"norm": "pre", "positional": "learned", "tie_weights": True},
-    {"norm": "post", "positional": "sinusoidal", "tie_weights": False},
-    {"norm": "pre", "positional": "sinusoidal", "tie_weights": False},
+    {"norm": "pre", "positions": "learned", "tie_weights": True},
+    {"norm": "post", "positions": "sinusoidal", "tie_weights": False},
+    {"norm": "pre", "positions": "sinusoidal", "tie_weights": False},
 ]
 
 

@@ -47,6 +47,7 @@ TOPICS = [
     "12-vision-transformer",
     "13-serving",
     "14-spoken-digits",
+    "15-relative-positions",
 ]
 SECTIONS = [
     "## The idea",

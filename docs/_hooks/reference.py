@@ -309,6 +309,7 @@ def _config_table(cls: type, prefix: str, comments: dict[str, str], yaml_arch: b
     registered = {
         "data.dataset": sorted(catalog.datasets()),
         "model.cell": list(catalog.cells()),
+        "model.positions": list(catalog.positions()),
     }
     rows = []
     for key, field in _fields(cls, prefix):

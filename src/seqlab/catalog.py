@@ -1,5 +1,5 @@
-"""The catalog: one record for each model, dataset, recurrent cell and task; the one source of the lists that configs, the model builder and the
-command line derive from.
+"""The catalog: one record for each model, dataset, recurrent cell, position scheme and task; the
+one source of the lists that configs, the model builder and the command line derive from.
 
 Each record is a plain dataclass written next to the code it describes and registered by one
 call there::
@@ -7,6 +7,7 @@ call there::
     register_model(ModelSpec(RNNLMConfig, lambda cfg, sizes: ...))   # seqlab/models/rnn_lm.py
     register_dataset(DatasetSpec("sst2", "classification", read_sst2))   # seqlab/data/classification.py
     register_cell(CellSpec("lstm", LSTMCell, fused=nn.LSTM))            # seqlab/nn/rnn.py
+    register_position(PositionSpec("rope", "...", ctranslate2="rotary"))  # seqlab/nn/attention_positions.py
     register_task(TaskSpec("translation", build_experiment, (Translator,), ...))  # seqlab/tasks/translation/
 
 What derives from them: ``model.arch``, the class that validates the ``model`` section and
@@ -15,12 +16,15 @@ reads ``data.path``, the reader each task calls, the files it downloads with the
 licence (:class:`DataFile`; :mod:`seqlab.data.registry` finds, verifies, downloads and caches
 them) and ``seqlab data list``/``fetch`` (:class:`DatasetSpec`);
 ``model.cell``, which cells have a fused PyTorch layer, and the cells of
-:class:`seqlab.nn.rnn.RNN` (:class:`CellSpec`); for each task, what trains it, what loads
+:class:`seqlab.nn.rnn.RNN` (:class:`CellSpec`); ``model.positions`` of every Transformer, which
+schemes work with linear attention and which a CTranslate2 export writes (:class:`PositionSpec`);
+for each task, what trains it, what loads
 its runs (and so the options of the command line), the checks across sections of
 :class:`seqlab.config.ExperimentConfig`, and the server's route, request, response and page
 panel for it (:class:`TaskSpec`).
 
-Reading a kind (:func:`models`, :func:`datasets`, :func:`cells`, :func:`tasks`) first
+Reading a kind (:func:`models`, :func:`datasets`, :func:`cells`, :func:`positions`,
+:func:`tasks`) first
 imports, once, the package that registers seqlab's own records of that kind (:data:`BUILTIN`):
 adding an architecture or a dataset to seqlab is one new module plus its import line in
 ``seqlab/models/__init__.py`` or ``seqlab/data/__init__.py``. Code outside seqlab registers its
@@ -232,17 +236,44 @@ class CellSpec:
     why_not_fused: str = ""
 
 
+@dataclass(frozen=True)
+class PositionSpec:
+    """A way a Transformer knows where each token is, as ``model.positions`` names it.
+
+    Args:
+        name: the value of ``model.positions``.
+        summary: one line: what it computes and the paper.
+        absolute: a vector per position added to the embeddings (a table or a formula); the
+            others act inside self-attention, on the queries and keys or on the logits.
+        bias: enters the attention logits as an additive bias, an ``(h, T_q, T_k)`` tensor per
+            forward pass.
+        causal_only: carries no order by itself; only a causal mask makes the model see it.
+        linear_attention: usable with ``model.attention: linear`` (no logits to bias there).
+        ctranslate2: how a CTranslate2 export writes it, or None where it cannot.
+    """
+
+    name: str
+    summary: str
+    absolute: bool = False
+    bias: bool = False
+    causal_only: bool = False
+    linear_attention: bool = True
+    ctranslate2: str | None = None
+
+
 #: the package that registers seqlab's own records of each kind, imported on first read
 BUILTIN = {
     "models": "seqlab.models",
     "datasets": "seqlab.data",
     "cells": "seqlab.nn.cells",
+    "positions": "seqlab.nn.attention_positions",
     "tasks": "seqlab.tasks",
 }
 
 _MODELS: dict[str, ModelSpec] = {}
 _DATASETS: dict[str, DatasetSpec] = {}
 _CELLS: dict[str, CellSpec] = {}
+_POSITIONS: dict[str, PositionSpec] = {}
 _TASKS: dict[str, TaskSpec] = {}
 _loaded: set[str] = set()
 
@@ -302,6 +333,11 @@ def register_cell(spec: CellSpec) -> CellSpec:
     return _add(_CELLS, "cell", spec.name, spec)
 
 
+def register_position(spec: PositionSpec) -> PositionSpec:
+    """Add a position scheme; its name must be new."""
+    return _add(_POSITIONS, "position scheme", spec.name, spec)
+
+
 def register_task(spec: TaskSpec) -> TaskSpec:
     """Add a task; its name must be new, and its predictors must say they are of it."""
     wrong = [p.__name__ for p in spec.predictors if getattr(p, "task", None) != spec.name]
@@ -323,17 +359,19 @@ _TABLES: dict[type, tuple[str, dict[str, Any]]] = {
     ModelSpec: ("models", _MODELS),
     DatasetSpec: ("datasets", _DATASETS),
     CellSpec: ("cells", _CELLS),
+    PositionSpec: ("positions", _POSITIONS),
     TaskSpec: ("tasks", _TASKS),
 }
 _REGISTER: dict[type, Callable[[Any], Any]] = {
     ModelSpec: register_model,
     DatasetSpec: register_dataset,
     CellSpec: register_cell,
+    PositionSpec: register_position,
     TaskSpec: register_task,
 }
 
 
-Record = ModelSpec | DatasetSpec | CellSpec | TaskSpec
+Record = ModelSpec | DatasetSpec | CellSpec | PositionSpec | TaskSpec
 
 
 def _name(record: Record) -> str:
@@ -380,6 +418,12 @@ def cells() -> Mapping[str, CellSpec]:
     """Every recurrent cell, by ``model.cell``."""
     _builtin("cells")
     return MappingProxyType(_CELLS)
+
+
+def positions() -> Mapping[str, PositionSpec]:
+    """Every position scheme, by ``model.positions``."""
+    _builtin("positions")
+    return MappingProxyType(_POSITIONS)
 
 
 def tasks() -> Mapping[str, TaskSpec]:

@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from seqlab import catalog
+from seqlab.deprecation import renamed_keys
 from seqlab.errors import ConfigError
 from seqlab.storage.atomic import atomic_write_text
 from seqlab.storage.config_files import (
@@ -216,6 +217,56 @@ class ModelConfigBase(Strict):
     arch: str
     #: ``language_modeling``, ``translation``, ``classification`` or ``forecasting``
     task: ClassVar[str] = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: Any) -> Any:
+        return renamed_keys("model", data)
+
+
+def _known_positions(name: str) -> str:
+    known = catalog.positions()
+    if name not in known:
+        raise ValueError(f"Input should be {catalog.choices(known)}")
+    return name
+
+
+#: ``model.positions``: a scheme registered in :mod:`seqlab.nn.attention_positions`
+#: (:class:`~seqlab.catalog.PositionSpec`)
+PositionsName = Annotated[
+    str,
+    AfterValidator(_known_positions),
+    Field(
+        description="how attention knows where each token is: sinusoidal or learned vectors "
+        "added to the embeddings, rope (rotated queries and keys), alibi or t5_bias (a bias on "
+        "the logits), none (causal models: the mask alone)"
+    ),
+]
+#: ``model.attention``: softmax, or causal linear attention (Katharopoulos et al. 2020)
+AttentionName = Annotated[
+    Literal["softmax", "linear"],
+    Field(
+        description="causal self-attention: softmax, or linear (Katharopoulos et al. 2020: a "
+        "running sum, generated as an RNN with a fixed-size state)"
+    ),
+]
+
+
+def check_positions(positions: str, attention: str = "softmax", causal: bool = True) -> None:
+    """The combinations a Transformer refuses: linear attention with a scheme that biases or
+    rotates the logits, and no positions in a bidirectional encoder."""
+    spec = catalog.positions()[positions]
+    if attention == "linear" and not spec.linear_attention:
+        linear_ok = [n for n, p in catalog.positions().items() if p.linear_attention]
+        raise ValueError(
+            f"positions: {positions} acts on attention logits, which linear attention has not; "
+            f"use one of {', '.join(linear_ok)}"
+        )
+    if spec.causal_only and not causal:
+        raise ValueError(
+            f"positions: {positions} leaves a bidirectional encoder blind to the order of its "
+            "inputs; use it for causal models (transformer_lm, transformer_forecaster) only"
+        )
 
 
 # ---------------------------------------------------------------------------------------- train

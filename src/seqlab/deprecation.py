@@ -4,7 +4,8 @@ Option values are named by what they compute. Values renamed since a configurati
 written (a YAML in a user's hands, a trained run's ``config.yaml``) still load: the old value is
 replaced by the new one with one warning per process,
 ``model.cell=<old> is deprecated; use model.cell=<new>``, which the command line prints as
-``seqlab: warning: …``. :data:`RENAMED_VALUES` is the only place the old values are written.
+``seqlab: warning: …``. :data:`RENAMED_VALUES` is the only place the old values are written; renamed keys
+(``model.positional`` → ``model.positions``) are read the same way from :data:`RENAMED_KEYS`.
 
 Command-line flags renamed to one name per concept (a run directory is ``--run``, a figure file
 ``--png``, values ahead ``--horizon``) still parse, hidden from ``--help``, as the new flag, with one
@@ -34,6 +35,11 @@ class SeqlabDeprecationWarning(FutureWarning):
 RENAMED_VALUES: dict[str, dict[str, str]] = {
     "model.cell": {"gru_notes": "gru_reset_before", "gated_rnn": "output_gated_rnn"},
     "model.decoder": {"paper": "maxout", "d2l": "linear"},
+}
+
+#: ``section.old_key`` -> ``section.new_key``: the old key is read as the new one
+RENAMED_KEYS: dict[str, str] = {
+    "model.positional": "model.positions",
 }
 
 #: ``seqlab`` command (``data stats``) -> {old flag: new flag}; the old flag parses as the new one
@@ -78,6 +84,28 @@ def renamed_value(key: str, value: Any) -> Any:
             f"{key}={value} is deprecated; use {key}={new}", SeqlabDeprecationWarning, stacklevel=2
         )
     return new
+
+
+def renamed_keys(section: str, data: Any) -> Any:
+    """``data`` (a config section as read) with each old key of :data:`RENAMED_KEYS` under
+    ``section`` replaced by the new one, with one warning per key and process. Both spellings
+    at once is an error naming them."""
+    if not isinstance(data, dict):
+        return data
+    for dotted, new_dotted in RENAMED_KEYS.items():
+        where, old = dotted.split(".", 1)
+        new = new_dotted.split(".", 1)[1]
+        if where != section or old not in data:
+            continue
+        if new in data:
+            raise ValueError(f"{dotted} is the old name of {new_dotted}: give only {new_dotted}")
+        data = {(new if k == old else k): v for k, v in data.items()}
+        if (dotted, "") not in _warned:
+            _warned.add((dotted, ""))
+            warnings.warn(
+                f"{dotted} is deprecated; use {new_dotted}", SeqlabDeprecationWarning, stacklevel=2
+            )
+    return data
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -222,5 +222,6 @@ def _train(
         # finishes rank-0 work can abort at exit ("terminate called without an active exception")
         dist.barrier()
     finally:
+        trainer.close()
         dist.teardown()
     return summary

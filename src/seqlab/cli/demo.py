@@ -169,6 +169,52 @@ def cmd_demo_spoken_digits(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo_length_extrapolation(args: argparse.Namespace) -> int:
+    from seqlab.demos import length_extrapolation as demo  # deferred: torch
+
+    check_writable_dir(args.out, "--out")
+    known = [name for name, _, _ in demo.VARIANTS]
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    unknown = [v for v in variants if v not in known]
+    if unknown or not variants:
+        raise SeqlabError(
+            f"--variants: unknown {', '.join(unknown) or 'nothing'}; choose from {', '.join(known)}"
+        )
+    result = demo.length_extrapolation_demo(
+        args.out,
+        steps=args.steps,
+        seeds=tuple(range(1, args.seeds + 1)),
+        eval_chars=args.eval_chars,
+        variants=variants,
+        threads=args.threads,
+    )
+    print("\n".join(demo.summary(result)))
+    print(numbers_line(result["precision"], result["machine"]))
+    print(files_line(result["figures"], Path(args.out) / "length_extrapolation.json"))
+    return 0
+
+
+def _length_extrapolation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--steps", type=positive_int, default=1500, help="optimizer steps per model (default 1500)"
+    )
+    p.add_argument(
+        "--seeds", type=positive_int, default=3, help="seeds 1..N per variant (default 3)"
+    )
+    p.add_argument(
+        "--variants",
+        default="sinusoidal,learned,rope,alibi,t5_bias,none,linear",
+        help="comma-separated variants to train (default all seven)",
+    )
+    p.add_argument(
+        "--eval-chars",
+        type=positive_int,
+        default=16384,
+        help="validation characters scored at each length (default 16384)",
+    )
+    _threads(p)
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(x) for x in text.split(",")]
@@ -286,6 +332,7 @@ DEMO_COMMANDS: dict[str, tuple[Options, Callable[[argparse.Namespace], int]]] = 
     "norm-placement": (_lm_options, cmd_demo_lm),
     "training-choices": (_lm_options, cmd_demo_lm),
     "layer-paths": (_no_options, cmd_demo_layer_paths),
+    "length-extrapolation": (_length_extrapolation_options, cmd_demo_length_extrapolation),
     "vit-vs-cnn": (_vit_vs_cnn_options, cmd_demo_vit_vs_cnn),
     "spoken-digits": (_spoken_digits_options, cmd_demo_spoken_digits),
 }

@@ -76,6 +76,12 @@ DEMOS: dict[str, Demo] = {
         "waveform -> spectrogram -> log-mel; a Transformer's attention over time; the confusion "
         "matrix",
     ),
+    "length-extrapolation": Demo(
+        "Press et al. 2022, Table 2; Su et al. 2021; Katharopoulos et al. 2020",
+        "Train Short, Test Long; RoPE; Transformers are RNNs",
+        "char LM with each position scheme and linear attention, trained on 64 characters, "
+        "evaluated at 1x to 16x that, non-overlapping and sliding",
+    ),
     "vit-vs-cnn": Demo(
         "Dosovitskiy §4.3",
         "Pre-training Data Requirements",

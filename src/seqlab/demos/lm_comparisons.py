@@ -159,7 +159,7 @@ def positions_demo(out_dir: str | Path, steps: int = 600, threads: int = 0) -> d
                 "num_layers": 2,
                 "d_ff": 256,
                 "max_len": max(lengths) if kind == "learned" else trained,
-                "positional": kind,
+                "positions": kind,
             },
             "train": {
                 "optimizer": "adamw",

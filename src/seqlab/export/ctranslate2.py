@@ -11,8 +11,15 @@ models with its own CPU kernels and int8 quantization. :func:`export_ctranslate2
 - token embeddings multiplied by √d, shared between encoder and decoder when the model shares
   them, the output layer tied to the target embedding when it is (CTranslate2 aliases equal
   arrays);
-- seqlab's own sinusoidal table passed explicitly as the position encodings: CTranslate2's
-  built-in one concatenates [sin, cos] blocks instead of interleaving them.
+- positions as ``model.positions`` says, read from its catalog record
+  (:class:`~seqlab.catalog.PositionSpec`, ``ctranslate2``): ``sinusoidal``, seqlab's own table
+  passed explicitly as the position encodings (CTranslate2's built-in one concatenates
+  [sin, cos] blocks instead of interleaving them); ``learned``, the encoder's and the decoder's
+  trained tables; ``rope``, CTranslate2's rotary embeddings in every self-attention layer, set to
+  seqlab's rotation (pairs ``(2i, 2i+1)``, base 10000, the whole head). Refused before anything
+  is written: ``alibi`` (CTranslate2's ALiBi is a decoder option only), ``t5_bias`` (not mapped
+  to CTranslate2's per-layer relative attention bias) and ``model.attention: linear``
+  (CTranslate2 computes softmax attention only).
 
 **Vocabulary.** CTranslate2 reads tokens as strings. Rather than rely on the tokenizer's strings
 (a character model has " " as a token; pieces may hold anything), the exported vocabularies are
@@ -52,9 +59,12 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from seqlab import catalog
+from seqlab.catalog import PositionSpec
 from seqlab.errors import SeqlabError
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
-from seqlab.nn.positional_encoding import sinusoidal_table
+from seqlab.nn.attention_positions import position_spec
+from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from seqlab.storage.outputs import sha256_file
 from seqlab.storage.rundir import RunDir
 from seqlab.tokens import BOS, SPECIAL_TOKENS
@@ -132,6 +142,35 @@ def _ffn(spec: Any, ffn: nn.Module, ln: nn.LayerNorm) -> None:
     _linear(spec.linear_1, ffn.linear2.weight, ffn.linear2.bias)
 
 
+def exported_positions(model: TransformerSeq2Seq) -> PositionSpec:
+    """The record of ``model``'s ``model.positions``, or a one-line error when CTranslate2
+    cannot compute it (its ``ctranslate2`` is None) or the decoder's attention is linear."""
+    cfg = model.cfg
+    if cfg.attention != "softmax":
+        raise SeqlabError(
+            f"CTranslate2 export cannot write model.attention: {cfg.attention} (CTranslate2 "
+            "computes softmax attention only); it supports model.attention: softmax (nothing "
+            "was written)"
+        )
+    record = position_spec(cfg.positions)
+    if record.ctranslate2 is None:
+        supported = [name for name, p in catalog.positions().items() if p.ctranslate2]
+        raise SeqlabError(
+            f"CTranslate2 export cannot write model.positions: {cfg.positions}; it supports "
+            f"model.positions: {', '.join(supported)} (nothing was written)"
+        )
+    return record
+
+
+def _position_table(embed: nn.Module) -> Any:
+    """An absolute scheme's table ``(L, d)``: the learned weights, or the sinusoidal buffer."""
+    position = embed.position
+    if isinstance(position, LearnedPositionalEncoding):
+        return _np(position.weight)
+    assert isinstance(position, SinusoidalPositionalEncoding)
+    return _np(position.table)
+
+
 def build_spec(model: nn.Module, src_vocab_size: int, tgt_vocab_size: int) -> Any:
     """The ``TransformerSpec`` holding ``model``'s weights and vocabularies."""
     ct2 = require_ctranslate2()
@@ -143,17 +182,23 @@ def build_spec(model: nn.Module, src_vocab_size: int, tgt_vocab_size: int) -> An
             f"transformer), not {type(model).__name__}"
         )
     cfg = model.cfg
-    spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.encoder_layers, cfg.decoder_layers),
-        cfg.num_heads,
-        pre_norm=cfg.norm == "pre",
-        activation=ct2.specs.Activation.RELU,
+    positions = exported_positions(model)
+    # RoPE: seqlab rotates pairs (2i, 2i+1) of the whole head (rotary_dim 0), θ_i = 10000^(-2i/d)
+    rotary = {} if positions.absolute else {"rotary_dim": 0, "rotary_interleave": True}
+    common = {"pre_norm": cfg.norm == "pre", "activation": ct2.specs.Activation.RELU}
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(
+            cfg.encoder_layers, cfg.num_heads, **common, **rotary
+        ),
+        transformer_spec.TransformerDecoderSpec(
+            cfg.decoder_layers, cfg.num_heads, **common, **rotary
+        ),
     )
-    table = _np(sinusoidal_table(cfg.max_len, cfg.d_model))  # (L, d)
     enc, dec = model.encoder, model.decoder
     spec.encoder.embeddings[0].weight = _np(enc.embed.token.weight)
     spec.encoder.scale_embeddings = True  # × √d
-    spec.encoder.position_encodings.encodings = table
+    if positions.absolute:
+        spec.encoder.position_encodings.encodings = _position_table(enc.embed)  # (L, d)
     for layer, block in zip(spec.encoder.layer, enc.blocks, strict=True):
         _attention(layer.self_attention, block.self_attn, self_attention=True)
         _norm(layer.self_attention.layer_norm, block.addnorm1.ln)
@@ -162,7 +207,8 @@ def build_spec(model: nn.Module, src_vocab_size: int, tgt_vocab_size: int) -> An
     target = spec.encoder.embeddings[0].weight if shared else _np(dec.embed.token.weight)
     spec.decoder.embeddings.weight = target
     spec.decoder.scale_embeddings = True
-    spec.decoder.position_encodings.encodings = table
+    if positions.absolute:
+        spec.decoder.position_encodings.encodings = _position_table(dec.embed)  # (L, d)
     tied = model.output.weight is dec.embed.token.weight
     spec.decoder.projection.weight = target if tied else _np(model.output.weight)
     for layer, block in zip(spec.decoder.layer, dec.blocks, strict=True):

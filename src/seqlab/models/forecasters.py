@@ -6,7 +6,9 @@ latest values ``(B, τ)`` to the next value ``(B,)``.
 - :class:`RNNForecaster`: the latent autoregressive model h_t = g(h_{t-1}, x_{t-1}),
   x̂_t = w·h_t + b, with an RNN of any registered cell as g (``model.cell``; GRU by default).
 - :class:`TransformerForecaster`: a causal Transformer encoder over the window; the output at the
-  last position predicts the next value.
+  last position predicts the next value. ``model.positions`` (:mod:`seqlab.nn.attention_positions`)
+  numbers the window's steps: learned (the default), sinusoidal, rope, alibi, t5_bias, or none
+  (the causal mask alone).
 
 With ``linear_skip`` a neural forecaster adds a linear AR(τ) term to its output,
 x̂_t = f(window) + wᵀ window + b, so the network only learns what a linear model misses (the
@@ -29,11 +31,15 @@ from seqlab.config import (
     CellName,
     ModelConfigBase,
     NonNegative,
+    PositionsName,
     Positive,
     Probability,
     check_heads,
+    check_positions,
 )
 from seqlab.nn.attention import causal_mask
+from seqlab.nn.attention_positions import RelativePositions, position_spec
+from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.nn.rnn import recurrent_layer, run_layer
 from seqlab.nn.transformer import EncoderBlock
 
@@ -62,8 +68,8 @@ class RNNForecasterConfig(ModelConfigBase):
 
 
 class TransformerForecasterConfig(ModelConfigBase):
-    """Causal Transformer over the window (values projected to d_model, learned positions); the
-    last position's output predicts the next value."""
+    """Causal Transformer over the window (values projected to d_model, learned positions or
+    another ``positions`` scheme); the last position's output predicts the next value."""
 
     arch: Literal["transformer_forecaster"] = "transformer_forecaster"
     task: ClassVar[str] = "forecasting"
@@ -73,10 +79,12 @@ class TransformerForecasterConfig(ModelConfigBase):
     num_layers: Positive = 2
     d_ff: Positive = 64
     dropout: Probability = 0.0
+    positions: PositionsName = "learned"
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerForecasterConfig:
         check_heads(self.d_model, self.num_heads)
+        check_positions(self.positions, causal=True)
         return self
 
 
@@ -129,12 +137,28 @@ class RNNForecaster(WindowForecaster):
 
 
 class TransformerForecaster(WindowForecaster):
-    """Values → Linear(1, d) + learned positions → causal pre-norm encoder → Linear(d, 1)."""
+    """Values → Linear(1, d) + positions (learned by default) → causal pre-norm encoder →
+    Linear(d, 1).
+
+    ``pos`` ``(τ, d)``: the learned positions (a parameter, as in every checkpoint before
+    ``cfg.positions``), the fixed sinusoidal table (not saved) or None; ``relative``: a relative
+    scheme's rotation or bias, or None. ALiBi's and T5's causal bias hides the future keys itself
+    (:attr:`~seqlab.nn.attention_positions.AttentionPositions.hides_future`): no mask then.
+    """
 
     def __init__(self, window: int, cfg: TransformerForecasterConfig):
         super().__init__(window, cfg.linear_skip)
         self.inp = nn.Linear(1, cfg.d_model)
-        self.pos = nn.Parameter(torch.randn(window, cfg.d_model) * 0.1)
+        if cfg.positions == "learned":
+            self.pos = nn.Parameter(torch.randn(window, cfg.d_model) * 0.1)
+        else:
+            table = sinusoidal_table(window, cfg.d_model) if cfg.positions == "sinusoidal" else None
+            self.register_buffer("pos", table, persistent=False)  # (τ, d) or None
+        self.relative = None
+        if not position_spec(cfg.positions).absolute:
+            self.relative = RelativePositions(
+                cfg.positions, cfg.num_heads, cfg.d_model // cfg.num_heads, causal=True
+            )
         self.blocks = nn.ModuleList(
             EncoderBlock(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, "pre")
             for _ in range(cfg.num_layers)
@@ -143,10 +167,17 @@ class TransformerForecaster(WindowForecaster):
         self.out = nn.Linear(cfg.d_model, 1)
 
     def body(self, x: Tensor) -> Tensor:
-        h = self.inp(x[..., None]) + self.pos  # (B, τ, d)
-        mask = causal_mask(x.shape[1], device=x.device)[None]  # (1, τ, τ)
+        h = self.inp(x[..., None])  # (B, τ, d)
+        if self.pos is not None:
+            h = h + self.pos
+        pos = None
+        if self.relative is not None:
+            pos = self.relative(x.shape[1], 0, h.dtype, h.device)
+        mask = None
+        if pos is None or not pos.hides_future:
+            mask = causal_mask(x.shape[1], device=x.device)[None]  # (1, τ, τ)
         for block in self.blocks:
-            h, _ = block(h, mask)  # (B, τ, d)
+            h, _ = block(h, mask, positions=pos)  # (B, τ, d)
         return self.out(self.norm(h[:, -1])).squeeze(-1)
 
 

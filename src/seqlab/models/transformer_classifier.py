@@ -20,7 +20,14 @@ from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability, check_heads
+from seqlab.config import (
+    ModelConfigBase,
+    PositionsName,
+    Positive,
+    Probability,
+    check_heads,
+    check_positions,
+)
 from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.nn.transformer import Encoder
 from seqlab.tokens import BOS
@@ -39,13 +46,14 @@ class TransformerClassifierConfig(ModelConfigBase):
     dropout: Probability = 0.1
     attention_dropout: Probability | None = None  # None: as dropout
     max_len: Positive = 512
-    positional: Literal["sinusoidal", "learned"] = "learned"
+    positions: PositionsName = "learned"
     norm: Literal["post", "pre"] = "pre"
     pooling: Literal["cls", "mean", "max"] = "mean"
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerClassifierConfig:
         check_heads(self.d_model, self.num_heads)
+        check_positions(self.positions, causal=False)
         return self
 
 
@@ -74,7 +82,7 @@ class TransformerClassifier(nn.Module):
             cfg.dropout,
             cfg.max_len + 1,  # + the [CLS] position
             cfg.norm,
-            cfg.positional,
+            cfg.positions,
             attention_dropout=cfg.attention_dropout,
             input_dim=input_dim,
         )

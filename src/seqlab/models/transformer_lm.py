@@ -16,7 +16,15 @@ from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability, check_heads
+from seqlab.config import (
+    AttentionName,
+    ModelConfigBase,
+    PositionsName,
+    Positive,
+    Probability,
+    check_heads,
+    check_positions,
+)
 from seqlab.models.language_model import CausalLM
 from seqlab.nn.transformer import Decoder, DecoderCache
 
@@ -33,13 +41,15 @@ class TransformerLMConfig(ModelConfigBase):
     dropout: Probability = 0.0
     attention_dropout: Probability | None = None  # None: as dropout
     max_len: Positive = 1024
-    positional: Literal["sinusoidal", "learned"] = "learned"
+    positions: PositionsName = "learned"
+    attention: AttentionName = "softmax"
     norm: Literal["post", "pre"] = "pre"
     tie_weights: bool = True
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerLMConfig:
         check_heads(self.d_model, self.num_heads)
+        check_positions(self.positions, self.attention, causal=True)
         return self
 
 
@@ -47,13 +57,19 @@ class TransformerLanguageModel(CausalLM):
     """Token embedding (× √d) + positional encoding, N causal blocks, vocabulary head.
 
     ``cfg.norm = "pre"`` adds a final LayerNorm before the head; ``cfg.tie_weights`` shares the
-    head's weight with the token embedding (Press & Wolf 2017).
+    head's weight with the token embedding (Press & Wolf 2017). ``cfg.positions`` picks the
+    position scheme (:mod:`seqlab.nn.attention_positions`); ``cfg.attention = "linear"`` makes
+    every layer causal linear attention (:mod:`seqlab.nn.linear_attention`): generation then
+    carries a fixed-size state instead of a growing cache, and (unless positions are a learned
+    table) reads on past ``max_len`` without re-reading a window.
     """
 
     def __init__(self, vocab_size: int, cfg: TransformerLMConfig):
         super().__init__()
         self.cfg = cfg
-        self.max_len = self.context_size = cfg.max_len
+        self.max_len = cfg.max_len
+        recurrent = cfg.attention == "linear" and cfg.positions != "learned"
+        self.context_size = None if recurrent else cfg.max_len
         self.decoder = Decoder(
             vocab_size,
             cfg.d_model,
@@ -63,9 +79,10 @@ class TransformerLanguageModel(CausalLM):
             cfg.dropout,
             cfg.max_len,
             cfg.norm,
-            cfg.positional,
+            cfg.positions,
             cross_attention=False,
             attention_dropout=cfg.attention_dropout,
+            attention=cfg.attention,
         )
         self.head = nn.Linear(cfg.d_model, vocab_size, bias=False)
         if cfg.tie_weights:

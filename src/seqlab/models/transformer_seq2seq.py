@@ -31,10 +31,18 @@ from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability, check_heads
+from seqlab.config import (
+    AttentionName,
+    ModelConfigBase,
+    PositionsName,
+    Positive,
+    Probability,
+    check_heads,
+    check_positions,
+)
 from seqlab.models.encoder_decoder import AttentionMaps, EncoderDecoder
 from seqlab.nn.attention import KVCache
-from seqlab.nn.transformer import Decoder, DecoderCache, Encoder
+from seqlab.nn.transformer import Decoder, DecoderCache, Encoder, SelfState
 
 
 class TransformerConfig(ModelConfigBase):
@@ -43,6 +51,8 @@ class TransformerConfig(ModelConfigBase):
     ``dropout`` applies to each sub-layer's output before the residual sum and to the embeddings
     plus positions (§5.4); ``attention_dropout`` to the attention weights. Unset, it follows
     ``dropout`` (d2l.ai §11.3's and tensor2tensor's choice); 0 is the paper's and fairseq's.
+    ``positions`` applies to the encoder's and the decoder's self-attention (sinusoidal: §3.5);
+    ``attention: linear`` makes the decoder's self-attention causal linear attention.
     """
 
     arch: Literal["transformer"] = "transformer"
@@ -58,10 +68,13 @@ class TransformerConfig(ModelConfigBase):
     norm: Literal["post", "pre"] = "post"
     share_embeddings: bool = False
     tie_output: bool = True
+    positions: PositionsName = "sinusoidal"
+    attention: AttentionName = "softmax"
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerConfig:
         check_heads(self.d_model, self.num_heads)
+        check_positions(self.positions, self.attention, causal=False)
         return self
 
 
@@ -75,18 +88,15 @@ class TransformerMemory:
 
 @dataclass(frozen=True)
 class TransformerState:
-    """Per decoder layer, the self-attention keys/values of the P positions decoded so far."""
+    """Per decoder layer, the self-attention keys/values of the P positions decoded so far (with
+    linear attention, the layer's fixed-size state after them)."""
 
-    self_kv: tuple[KVCache, ...]  # (B, h, P, d_k) each
+    self_kv: tuple[SelfState, ...]  # (B, h, P, d_k) each
 
     @property
     def length(self) -> int:
         """P, the number of target positions decoded so far."""
         return self.self_kv[0].length
-
-
-def _index_kv(kv: KVCache, indices: Tensor) -> KVCache:
-    return KVCache(kv.key.index_select(0, indices), kv.value.index_select(0, indices))
 
 
 class TransformerSeq2Seq(EncoderDecoder):
@@ -131,7 +141,7 @@ class TransformerSeq2Seq(EncoderDecoder):
             cfg.dropout,
             cfg.max_len,
             cfg.norm,
-            "sinusoidal",
+            cfg.positions,
             attention_dropout=cfg.attention_dropout,
         )
         self.decoder = Decoder(
@@ -143,9 +153,10 @@ class TransformerSeq2Seq(EncoderDecoder):
             cfg.dropout,
             cfg.max_len,
             cfg.norm,
-            "sinusoidal",
+            cfg.positions,
             cross_attention=True,
             attention_dropout=cfg.attention_dropout,
+            attention=cfg.attention,
         )
         if cfg.share_embeddings:
             self.decoder.embed.token.weight = self.encoder.embed.token.weight
@@ -168,8 +179,7 @@ class TransformerSeq2Seq(EncoderDecoder):
     def init_state(self, memory: TransformerMemory) -> TransformerState:
         """No target position decoded yet: empty self-attention caches ``(B, h, 0, d_k)``."""
         ref = memory.cross_kv[0].key  # (B, h, S, d_k)
-        empty = ref.new_zeros(ref.shape[0], ref.shape[1], 0, ref.shape[3])  # (B, h, 0, d_k)
-        return TransformerState(tuple(KVCache(empty, empty) for _ in memory.cross_kv))
+        return TransformerState(self.decoder.empty_self_state(ref.shape[0], ref))
 
     def run_decoder(
         self,
@@ -216,13 +226,13 @@ class TransformerSeq2Seq(EncoderDecoder):
     def reorder_memory(self, memory: TransformerMemory, indices: Tensor) -> TransformerMemory:
         """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
         return TransformerMemory(
-            cross_kv=tuple(_index_kv(kv, indices) for kv in memory.cross_kv),
+            cross_kv=tuple(kv.index_select(indices) for kv in memory.cross_kv),
             mask=memory.mask.index_select(0, indices),
         )
 
     def reorder_state(self, state: TransformerState, indices: Tensor) -> TransformerState:
         """Rows ``indices`` of the self-attention caches."""
-        return TransformerState(tuple(_index_kv(kv, indices) for kv in state.self_kv))
+        return TransformerState(tuple(kv.index_select(indices) for kv in state.self_kv))
 
 
 register_model(

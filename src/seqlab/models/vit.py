@@ -7,6 +7,14 @@ x_pᴺE] + E_pos``). A strided P×P convolution with stride P computes exactly t
 prepended, learned position embeddings added, then L pre-norm encoder blocks with GELU MLPs
 (eqs. 2–3), a final LayerNorm, and a linear head on the class token's output (eq. 4).
 
+``model.positions`` (:mod:`seqlab.nn.attention_positions`) may replace the learned embeddings
+(the default, the paper's): ``sinusoidal`` adds a fixed table; ``rope``, ``alibi`` and
+``t5_bias`` act in every layer's self-attention instead. All of them number the 1 + N tokens in
+one dimension, the class token at 0 and the patches row by row (raster order), as the paper's 1-D
+embeddings do (§3.1; its Appendix D.4 found 2-D-aware ones no better): a patch's right-hand
+neighbour is 1 away, the one below it w (the grid's width) away. ``none`` is refused: a
+bidirectional encoder without positions cannot tell the patches' order.
+
 The image may be rectangular (``image_shape``): the audio classifier (:mod:`seqlab.models.audio`)
 reads a log-mel spectrogram as a one-channel ``n_mels × frames`` image, as the Audio Spectrogram
 Transformer does (Gong et al. 2021, "AST"; its patches overlap, these do not). An image padded on
@@ -28,7 +36,16 @@ from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability, check_heads
+from seqlab.config import (
+    ModelConfigBase,
+    PositionsName,
+    Positive,
+    Probability,
+    check_heads,
+    check_positions,
+)
+from seqlab.nn.attention_positions import AttentionPositions, RelativePositions, position_spec
+from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.nn.transformer import EncoderBlock
 
 VIT_PRESETS: dict[str, dict[str, int]] = {
@@ -41,8 +58,8 @@ VIT_PRESETS: dict[str, dict[str, int]] = {
 
 class ViTConfig(ModelConfigBase):
     """Vision Transformer (Dosovitskiy et al. 2021): patches as tokens, a class token, learned
-    positions, a pre-norm encoder and an MLP head. ``preset`` fills the four size keys (an
-    explicit key wins)."""
+    positions (or another ``positions`` scheme, 1-D over the raster order), a pre-norm encoder
+    and an MLP head. ``preset`` fills the four size keys (an explicit key wins)."""
 
     arch: Literal["vit"] = "vit"
     task: ClassVar[str] = "classification"
@@ -56,6 +73,7 @@ class ViTConfig(ModelConfigBase):
     num_heads: Positive | None = None
     dropout: Probability = 0.0
     attention_dropout: Probability | None = None  # None: as dropout
+    positions: PositionsName = "learned"
 
     @model_validator(mode="after")
     def _sizes(self) -> ViTConfig:
@@ -66,6 +84,7 @@ class ViTConfig(ModelConfigBase):
                     raise ValueError(f"model.{key} is needed (or a model.preset)")
                 object.__setattr__(self, key, preset[key])
         check_heads(self.d_model, self.num_heads)
+        check_positions(self.positions, causal=False)
         if self.image_size % self.patch_size:
             raise ValueError(
                 f"image_size={self.image_size} is not a multiple of patch_size={self.patch_size}"
@@ -98,7 +117,12 @@ class PatchEmbedding(nn.Module):
 
 class VisionTransformer(nn.Module):
     """Images ``(B, C, H, W)`` → class logits ``(B, C_out)``; ``image_shape`` ``(C, H, W)``
-    (both sides multiples of the patch size) replaces the config's square image."""
+    (both sides multiples of the patch size) replaces the config's square image.
+
+    ``pos_embed`` ``(1, 1 + N, d)``: the learned embeddings (a parameter, as in every checkpoint
+    before ``cfg.positions``), the fixed sinusoidal table (not saved) or None; ``relative``: the
+    rotation or bias of a relative scheme, over the same 1 + N positions, or None.
+    """
 
     def __init__(
         self, num_classes: int, cfg: ViTConfig, *, image_shape: tuple[int, int, int] | None = None
@@ -114,7 +138,17 @@ class VisionTransformer(nn.Module):
         self.num_patches = self.grid[0] * self.grid[1]
         self.patch_embed = PatchEmbedding(c, d, cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
-        self.pos_embed = nn.Parameter(torch.randn(1, 1 + self.num_patches, d) * 0.02)
+        tokens = 1 + self.num_patches
+        if cfg.positions == "learned":
+            self.pos_embed = nn.Parameter(torch.randn(1, tokens, d) * 0.02)
+        else:
+            table = sinusoidal_table(tokens, d)[None] if cfg.positions == "sinusoidal" else None
+            self.register_buffer("pos_embed", table, persistent=False)  # (1, 1 + N, d) or None
+        self.relative = None
+        if not position_spec(cfg.positions).absolute:
+            self.relative = RelativePositions(
+                cfg.positions, cfg.num_heads, d // cfg.num_heads, causal=False
+            )
         self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
@@ -143,7 +177,16 @@ class VisionTransformer(nn.Module):
         self._check(images)
         x = self.patch_embed(images)  # (B, N, d)
         cls = self.cls_token.expand(x.shape[0], -1, -1)  # (B, 1, d)
-        return self.dropout(torch.cat([cls, x], dim=1) + self.pos_embed)  # (B, 1 + N, d)
+        x = torch.cat([cls, x], dim=1)  # (B, 1 + N, d)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed
+        return self.dropout(x)  # (B, 1 + N, d)
+
+    def _positions(self, x: Tensor) -> AttentionPositions | None:
+        """The relative scheme's rotation or bias over the 1 + N tokens, once for every layer."""
+        if self.relative is None:
+            return None
+        return self.relative(x.shape[1], 0, x.dtype, x.device)
 
     def _mask(self, columns: Tensor | None) -> Tensor | None:
         """``(B, 1, 1 + N)``: True at the class token and at the patches that begin before each
@@ -161,8 +204,9 @@ class VisionTransformer(nn.Module):
         """Shape: images ``(B, C, H, W)``, columns ``(B,)`` (real columns of each image; None:
         all) -> logits ``(B, C_out)`` (``lengths`` unused)."""
         x, mask = self._tokens(images), self._mask(columns)
+        pos = self._positions(x)
         for block in self.blocks:
-            x, _ = block(x, mask)  # (B, 1 + N, d)
+            x, _ = block(x, mask, positions=pos)  # (B, 1 + N, d)
         return self.head(self.norm(x[:, 0]))  # (B, C_out)
 
     @torch.no_grad()
@@ -172,8 +216,9 @@ class VisionTransformer(nn.Module):
         """Each layer's self-attention weights ``(B, h, 1 + N, 1 + N)`` (position 0: the class
         token; patch ``1 + r·w + c`` the one in row r and column c of ``grid`` ``(h, w)``)."""
         x, mask, weights = self._tokens(images), self._mask(columns), []
+        pos = self._positions(x)
         for block in self.blocks:
-            x, w = block(x, mask, need_weights=True)
+            x, w = block(x, mask, need_weights=True, positions=pos)
             weights.append(w)
         return weights
 

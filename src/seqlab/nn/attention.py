@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seqlab.deprecation import renamed_kwargs
+from seqlab.nn.attention_positions import AttentionPositions
 
 
 # ----------------------------------------------------------------------------------------- masks
@@ -128,8 +129,10 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     dropout_p: float = 0.0,
     need_weights: bool = False,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """softmax(Q Kᵀ / √d_k) V (Vaswani et al. 2017, §3.2.1, eq. 1).
+    """softmax(Q Kᵀ / √d_k + bias) V (Vaswani et al. 2017, §3.2.1, eq. 1; the bias of ALiBi or
+    T5, :mod:`seqlab.nn.attention_positions`).
 
     Without ``need_weights`` this calls the fused ``F.scaled_dot_product_attention``; with it,
     an explicit path computes and returns the weights. Both give the same output, including zero
@@ -143,6 +146,8 @@ def scaled_dot_product_attention(
             (see :func:`causal_mask`).
         dropout_p: dropout on the attention weights (pass 0.0 in eval mode).
         need_weights: also return the (pre-dropout) attention weights.
+        bias: float, added to the scaled logits, broadcastable to ``(..., Tq, Tk)``; −∞ hides
+            a key (then it is a mask too).
 
     Shape:
         query ``(..., Tq, d_k)``, key ``(..., Tk, d_k)``, value ``(..., Tk, d_v)``
@@ -151,7 +156,7 @@ def scaled_dot_product_attention(
     num_q, num_k = query.shape[-2], key.shape[-2]
     if mask is not None:
         _check_mask(mask)
-    if is_causal and (need_weights or mask is not None or num_q != num_k):
+    if is_causal and (need_weights or mask is not None or num_q != num_k or bias is not None):
         # F.scaled_dot_product_attention's is_causal is top-left aligned, ours bottom-right
         # (queries are the last Tq positions): build the mask; one query may see every key
         if num_q > 1:
@@ -160,11 +165,13 @@ def scaled_dot_product_attention(
         is_causal = False
     # one query (a decoding step): the fused kernel's setup costs more than the product itself
     explicit = need_weights or (num_q == 1 and dropout_p == 0.0)
+    if bias is not None:
+        bias = bias.to(query.dtype)
     if not explicit:
         with _fused_backend(query):
             if mask is None:
                 out = F.scaled_dot_product_attention(
-                    query, key, value, dropout_p=dropout_p, is_causal=is_causal
+                    query, key, value, attn_mask=bias, dropout_p=dropout_p, is_causal=is_causal
                 )  # (..., Tq, d_v)
                 return out, None
             any_key = mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
@@ -172,11 +179,11 @@ def scaled_dot_product_attention(
             # reading the flag costs no device synchronisation
             if query.device.type == "cpu" and bool(any_key.all()):
                 out = F.scaled_dot_product_attention(
-                    query, key, value, attn_mask=mask, dropout_p=dropout_p
+                    query, key, value, attn_mask=_with_bias(mask, bias), dropout_p=dropout_p
                 )  # (..., Tq, d_v)
                 return out, None
             out = F.scaled_dot_product_attention(
-                query, key, value, attn_mask=mask | ~any_key, dropout_p=dropout_p
+                query, key, value, attn_mask=_with_bias(mask | ~any_key, bias), dropout_p=dropout_p
             )  # (..., Tq, d_v)
         return out.masked_fill(~any_key, 0.0), None
     if num_q == 1:  # K q^T reads the keys as stored; q K^T would copy them transposed
@@ -184,9 +191,19 @@ def scaled_dot_product_attention(
     else:
         scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
     scores = scores / math.sqrt(query.shape[-1])
+    if bias is not None:
+        scores = scores + bias  # (..., Tq, Tk)
     weights = masked_softmax(scores, mask)  # (..., Tq, Tk)
     out = F.dropout(weights, dropout_p) @ value  # (..., Tq, d_v)
     return out, (weights if need_weights else None)
+
+
+def _with_bias(mask: Tensor, bias: Tensor | None) -> Tensor:
+    """A bool mask as the fused kernel's float mask with ``bias`` added; the mask alone when
+    there is no bias."""
+    if bias is None:
+        return mask
+    return bias.masked_fill(~mask, float("-inf"))  # (..., Tq, Tk)
 
 
 class AdditiveAttention(nn.Module):
@@ -249,6 +266,10 @@ class KVCache:
     def append(self, key: Tensor, value: Tensor) -> KVCache:
         """A new cache with ``key``/``value`` ``(B, h, T, d_k)`` added after the stored ones."""
         return KVCache(torch.cat([self.key, key], dim=2), torch.cat([self.value, value], dim=2))
+
+    def index_select(self, indices: Tensor) -> KVCache:
+        """Rows ``indices`` of the batch (beam search selects, repeats and permutes them)."""
+        return KVCache(self.key.index_select(0, indices), self.value.index_select(0, indices))
 
 
 class MultiHeadAttention(nn.Module):
@@ -335,11 +356,14 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        positions: AttentionPositions | None = None,
     ) -> tuple[Tensor, Tensor | None, KVCache]:
         """Self-attention with one packed q/k/v projection and an optional key/value cache.
 
         The new positions' keys/values are appended to ``cache`` (if given) and the queries
         attend to all of them; the returned cache holds every position so far (past + new).
+        ``positions`` (RoPE's rotation, an ALiBi or T5 bias) act on the new queries and keys
+        before they are cached, and on the logits.
 
         Shape:
             x ``(B, T, d)`` -> output ``(B, T, d)``, weights ``(B, h, T, Tk)`` or None, cache
@@ -348,8 +372,15 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         qkv = self.in_proj(x).view(b, t, 3, self.num_heads, self.head_dim)  # (B, T, 3, h, d_k)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d_k)
+        bias = None
+        if positions is not None:
+            if positions.cos is not None:  # RoPE: rotate q and k in one pass
+                qk = positions.rotate_packed(qkv[:, :, :2])  # (B, T, 2, h, d_k)
+                q, k = qk.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, h, T, d_k)
+            bias = positions.bias  # (h, T, P + T) or None
+            is_causal = is_causal and not positions.hides_future
         kv = KVCache(k, v) if cache is None else cache.append(k, v)
-        out, weights = self._heads(q, kv, mask, is_causal, need_weights)
+        out, weights = self._heads(q, kv, mask, is_causal, need_weights, bias)
         return out, weights, kv
 
     def forward(
@@ -378,13 +409,26 @@ class MultiHeadAttention(nn.Module):
         return self.attend(query, kv, mask, is_causal=is_causal, need_weights=need_weights)
 
     def _heads(
-        self, q: Tensor, kv: KVCache, mask: Tensor | None, is_causal: bool, need_weights: bool
+        self,
+        q: Tensor,
+        kv: KVCache,
+        mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
+        bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         if mask is not None and mask.dim() == 3:
             mask = mask[:, None]  # (B, 1, Tq|1, Tk): same mask for every head
         p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(
-            q, kv.key, kv.value, mask, is_causal=is_causal, dropout_p=p, need_weights=need_weights
+            q,
+            kv.key,
+            kv.value,
+            mask,
+            is_causal=is_causal,
+            dropout_p=p,
+            need_weights=need_weights,
+            bias=bias,
         )  # (B, h, Tq, d_k), (B, h, Tq, Tk)
         b, _, t, _ = out.shape
         out = out.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, d)

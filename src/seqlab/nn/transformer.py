@@ -8,9 +8,14 @@ Masks are bool, True = may attend (see :mod:`seqlab.nn.attention`). The source p
 from the real lengths; the decoder's self-attention is causal.
 
 Incremental decoding uses an explicit :class:`DecoderCache`, passed in and returned, never stored
-on a module: per layer the self-attention keys/values of every position decoded so far, and the
+on a module: per layer the self-attention keys/values of every position decoded so far (or, with
+linear attention, the layer's fixed-size state, :mod:`seqlab.nn.linear_attention`), and the
 cross-attention keys/values of the encoder output, projected once by :meth:`Decoder.init_cache`.
 Decoding token by token with the cache gives the same outputs as one causal pass.
+
+Positions (``positions``, :mod:`seqlab.nn.attention_positions`): an absolute scheme is added to
+the embeddings; a relative one is computed once per forward pass by the stack and applied in every
+layer's self-attention.
 """
 
 from __future__ import annotations
@@ -23,12 +28,17 @@ from torch import Tensor, nn
 
 from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.attention import KVCache, MultiHeadAttention, padding_mask
+from seqlab.nn.attention_positions import AttentionPositions, RelativePositions, position_spec
 from seqlab.nn.dropout import Dropout
+from seqlab.nn.linear_attention import LinearAttentionState, LinearSelfAttention
 from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
 Norm = Literal["post", "pre"]
-Positional = Literal["sinusoidal", "learned"]
+#: ``model.positions``: a name of :func:`seqlab.catalog.positions`
+Positional = str
 Activation = Literal["relu", "gelu"]
+AttentionKind = Literal["softmax", "linear"]
+SelfState = KVCache | LinearAttentionState
 
 
 class PositionWiseFFN(nn.Module):
@@ -98,19 +108,25 @@ class EncoderBlock(nn.Module):
         self.addnorm2 = AddNorm(d_model, dropout, norm)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, *, need_weights: bool = False
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        *,
+        need_weights: bool = False,
+        positions: AttentionPositions | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Encode one layer.
 
         Args:
             mask: bool, True = may attend, broadcastable to ``(B, S, S)``, e.g. ``(B, 1, S)``.
+            positions: a relative scheme's rotation or bias (from the stack).
 
         Shape:
             x ``(B, S, d)`` -> ``(B, S, d)``, weights ``(B, h, S, S)`` or None.
         """
         h = self.addnorm1.sublayer_input(x)  # (B, S, d)
         y, weights, _ = self.self_attn.self_attention(
-            h, mask, need_weights=need_weights
+            h, mask, need_weights=need_weights, positions=positions
         )  # (B, S, d), (B, h, S, S)
         x = self.addnorm1(x, y)  # (B, S, d)
         x = self.addnorm2(x, self.ffn(self.addnorm2.sublayer_input(x)))  # (B, S, d)
@@ -121,6 +137,8 @@ class DecoderBlock(nn.Module):
     """Masked self-attention, encoder–decoder attention and FFN, each in AddNorm (§3.1).
 
     With ``cross_attention=False`` the middle sub-layer is absent: a decoder-only (GPT) block.
+    ``attention="linear"``: the masked self-attention is causal linear attention
+    (:class:`~seqlab.nn.linear_attention.LinearSelfAttention`).
     """
 
     def __init__(
@@ -133,10 +151,12 @@ class DecoderBlock(nn.Module):
         cross_attention: bool = True,
         *,
         attention_dropout: float | None = None,
+        attention: AttentionKind = "softmax",
     ):
         super().__init__()
         p_attn = dropout if attention_dropout is None else attention_dropout
-        self.self_attn = MultiHeadAttention(d_model, num_heads, p_attn)
+        self_attention = LinearSelfAttention if attention == "linear" else MultiHeadAttention
+        self.self_attn = self_attention(d_model, num_heads, p_attn)
         self.addnorm1 = AddNorm(d_model, dropout, norm)
         self.cross_attn = (
             MultiHeadAttention(d_model, num_heads, p_attn) if cross_attention else None
@@ -151,15 +171,18 @@ class DecoderBlock(nn.Module):
         memory_kv: KVCache | None = None,
         memory_mask: Tensor | None = None,
         *,
-        past_kv: KVCache | None = None,
+        past_kv: SelfState | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, KVCache, Tensor | None, Tensor | None]:
+        positions: AttentionPositions | None = None,
+    ) -> tuple[Tensor, SelfState, Tensor | None, Tensor | None]:
         """Decode one layer for T new positions after P cached ones.
 
         Args:
             memory_kv: the encoder output projected by ``cross_attn.project_kv``.
             memory_mask: bool, True = may attend, broadcastable to ``(B, T, S)``.
-            past_kv: self-attention keys/values of the P previous positions.
+            past_kv: self-attention keys/values of the P previous positions (linear attention:
+                its state after them).
+            positions: a relative scheme's rotation or bias (from the stack).
 
         Shape:
             x ``(B, T, d)`` -> ``(B, T, d)``; self-attention cache of ``(B, h, P + T, d_k)``;
@@ -167,7 +190,7 @@ class DecoderBlock(nn.Module):
         """
         h = self.addnorm1.sublayer_input(x)  # (B, T, d)
         y, self_w, kv = self.self_attn.self_attention(
-            h, cache=past_kv, is_causal=True, need_weights=need_weights
+            h, cache=past_kv, is_causal=True, need_weights=need_weights, positions=positions
         )  # (B, T, d), (B, h, T, P + T)
         x = self.addnorm1(x, y)  # (B, T, d)
         cross_w = None
@@ -183,12 +206,32 @@ class DecoderBlock(nn.Module):
         return x, kv, self_w, cross_w
 
 
+class _NoAbsolutePositions(nn.Module):
+    """Dropout only: the scheme acts inside attention (or there is none)."""
+
+    def __init__(self, dropout: float):
+        super().__init__()
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        return self.dropout(x)  # (B, T, d)
+
+
 def _positional(kind: Positional, d_model: int, max_len: int, dropout: float) -> nn.Module:
+    position_spec(kind)  # a known scheme, or a clear error
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(d_model, max_len, dropout)
     if kind == "learned":
         return LearnedPositionalEncoding(d_model, max_len, dropout)
-    raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {kind!r}")
+    return _NoAbsolutePositions(dropout)
+
+
+def _relative(
+    kind: Positional, num_heads: int, d_model: int, causal: bool
+) -> RelativePositions | None:
+    if position_spec(kind).absolute:
+        return None
+    return RelativePositions(kind, num_heads, d_model // num_heads, causal)
 
 
 class _Embedding(nn.Module):
@@ -231,6 +274,7 @@ class Encoder(nn.Module):
     """Stack of N encoder blocks over embedded source tokens (§3.1); with ``input_dim``, over
     projected float frames ``(B, S, input_dim)`` instead (see :class:`_Embedding`)."""
 
+    @renamed_kwargs(positional="positions")
     def __init__(
         self,
         vocab_size: int,
@@ -241,13 +285,14 @@ class Encoder(nn.Module):
         dropout: float = 0.0,
         max_len: int = 1024,
         norm: Norm = "post",
-        positional: Positional = "sinusoidal",
+        positions: Positional = "sinusoidal",
         *,
         attention_dropout: float | None = None,
         input_dim: int | None = None,
     ):
         super().__init__()
-        self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positional, input_dim)
+        self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positions, input_dim)
+        self.relative = _relative(positions, num_heads, d_model, causal=False)
         self.blocks = nn.ModuleList(
             EncoderBlock(
                 d_model, num_heads, d_ff, dropout, norm, attention_dropout=attention_dropout
@@ -272,9 +317,10 @@ class Encoder(nn.Module):
         """
         mask = None if lengths is None else padding_mask(lengths, src.shape[1])  # (B, 1, S)
         x = self.embed(src)  # (B, S, d)
+        pos = None if self.relative is None else self.relative(x.shape[1], 0, x.dtype, x.device)
         weights = [] if need_weights else None
         for block in self.blocks:
-            x, w = block(x, mask, need_weights=need_weights)  # (B, S, d)
+            x, w = block(x, mask, need_weights=need_weights, positions=pos)  # (B, S, d)
             if weights is not None:
                 weights.append(w)
         return self.final_norm(x), weights  # (B, S, d)
@@ -284,12 +330,13 @@ class Encoder(nn.Module):
 class DecoderCache:
     """Everything incremental decoding needs besides the new tokens.
 
-    ``self_kv[i]``: layer i's self-attention keys/values of all positions decoded so far;
+    ``self_kv[i]``: layer i's self-attention keys/values of all positions decoded so far (with
+    linear attention, its fixed-size state);
     ``cross_kv[i]``: layer i's projected encoder output (None for a decoder-only stack);
     ``memory_mask``: the source padding mask ``(B, 1, S)`` or None.
     """
 
-    self_kv: tuple[KVCache, ...]
+    self_kv: tuple[SelfState, ...]
     cross_kv: tuple[KVCache, ...] | None = None
     memory_mask: Tensor | None = None
 
@@ -315,6 +362,7 @@ class Decoder(nn.Module):
     the final hidden state; the projection to the vocabulary belongs to the model.
     """
 
+    @renamed_kwargs(positional="positions")
     def __init__(
         self,
         vocab_size: int,
@@ -325,16 +373,24 @@ class Decoder(nn.Module):
         dropout: float = 0.0,
         max_len: int = 1024,
         norm: Norm = "post",
-        positional: Positional = "sinusoidal",
+        positions: Positional = "sinusoidal",
         cross_attention: bool = True,
         *,
         attention_dropout: float | None = None,
+        attention: AttentionKind = "softmax",
     ):
         super().__init__()
         self.num_heads, self.head_dim = num_heads, d_model // num_heads
         self.max_len = max_len
         self.has_cross_attention = cross_attention
-        self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positional)
+        self.attention = attention
+        if attention == "linear" and not position_spec(positions).linear_attention:
+            raise ValueError(
+                f"positions: {positions} acts on attention logits, which linear attention has "
+                "not; use sinusoidal, learned or none"
+            )
+        self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positions)
+        self.relative = _relative(positions, num_heads, d_model, causal=True)
         self.blocks = nn.ModuleList(
             DecoderBlock(
                 d_model,
@@ -344,6 +400,7 @@ class Decoder(nn.Module):
                 norm,
                 cross_attention,
                 attention_dropout=attention_dropout,
+                attention=attention,
             )
             for _ in range(num_layers)
         )
@@ -370,16 +427,25 @@ class Decoder(nn.Module):
         Shape:
             memory ``(B, S, d)``, memory_lengths ``(B,)``.
         """
-        ref = self.embed.token.weight
-        empty = ref.new_zeros(batch_size, self.num_heads, 0, self.head_dim)  # (B, h, 0, d_k)
         mask = None
         if memory is not None and memory_lengths is not None:
             mask = padding_mask(memory_lengths, memory.shape[1])  # (B, 1, S)
         return DecoderCache(
-            self_kv=tuple(KVCache(empty, empty) for _ in self.blocks),
+            self_kv=self.empty_self_state(batch_size, self.embed.token.weight),
             cross_kv=self._memory(memory),
             memory_mask=mask,
         )
+
+    def empty_self_state(self, batch_size: int, like: Tensor) -> tuple[SelfState, ...]:
+        """Per layer, the self-attention's state before any position: an empty key/value
+        cache ``(B, h, 0, d_k)``, or linear attention's zero sums (on ``like``'s device)."""
+        if self.attention == "linear":
+            return tuple(
+                LinearAttentionState.empty(batch_size, self.num_heads, self.head_dim, like)
+                for _ in self.blocks
+            )
+        empty = like.new_zeros(batch_size, self.num_heads, 0, self.head_dim)  # (B, h, 0, d_k)
+        return tuple(KVCache(empty, empty) for _ in self.blocks)
 
     @renamed_kwargs(memory_valid_lens="memory_lengths", return_attention="need_weights")
     def forward(
@@ -413,6 +479,9 @@ class Decoder(nn.Module):
             start, past = cache.length, cache.self_kv
             cross_kv, memory_mask = cache.cross_kv, cache.memory_mask
         x = self.embed(tgt, start)  # (B, T, d)
+        pos = None
+        if self.relative is not None:
+            pos = self.relative(x.shape[1], start, x.dtype, x.device)
         self_ws = [] if need_weights else None
         cross_ws = [] if need_weights and self.has_cross_attention else None
         new_kv = []
@@ -423,6 +492,7 @@ class Decoder(nn.Module):
                 memory_mask,
                 past_kv=past[i],
                 need_weights=need_weights,
+                positions=pos,
             )  # (B, T, d)
             new_kv.append(kv)
             if self_ws is not None:

@@ -180,6 +180,12 @@ class Trainer:
         self.stop_reason = ""
         self._ctrl_c = CtrlC()  # a first Ctrl-C stops training after the step in progress
 
+    def close(self) -> None:
+        """Drop the DistributedDataParallel wrapper: its reducer holds the process group, whose
+        gloo threads must stop while Python is fully alive (:func:`dist.teardown` follows)."""
+        if isinstance(self.loss_module, torch.nn.parallel.DistributedDataParallel):
+            self.loss_module = self.loss_module.module
+
     # ------------------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> dict[str, Any]:
         """Train until the step/epoch budget, the time budget or early stopping ends it."""

@@ -1,0 +1,230 @@
+"""Where each token is, as a Transformer's self-attention sees it: ``model.positions``.
+
+Two families (the records at the end of this module, read through
+:func:`seqlab.catalog.positions`):
+
+- **absolute** (``sinusoidal``, Vaswani et al. 2017 §3.5; ``learned``, GPT): a vector per position
+  added to the token embeddings (:mod:`seqlab.nn.positional_encoding`); nothing here.
+- **relative** (:mod:`seqlab.nn.relative_positions`): ``rope`` rotates queries and keys (Su et
+  al. 2021), ``alibi`` adds ``−m_h·(i − j)`` to the logits (Press et al. 2022), ``t5_bias`` adds
+  a learned scalar per head and distance bucket (Raffel et al. 2020, §2.1); ``none`` adds
+  nothing: a causal mask alone tells a token how many came before it (Haviv et al. 2022).
+
+A stack (:class:`seqlab.nn.transformer.Encoder`, :class:`~seqlab.nn.transformer.Decoder`) owns one
+:class:`RelativePositions` and calls it once per forward pass; what it returns
+(:class:`AttentionPositions`: the rotation's cosines and sines, or the bias) is handed to every
+layer's self-attention, so the angles and the bias are computed once, not once per layer, and T5's
+bias table is shared by the layers (as in T5). Cross-attention gets no positions.
+
+Incremental decoding: the new queries are the last ``T`` of ``P + T`` positions. RoPE rotates
+the new queries and keys at their absolute positions ``P … P + T − 1`` (the cached keys were
+rotated when they were new); a bias is built for the new rows only, ``(h, T, P + T)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.catalog import PositionSpec, positions, register_position
+from seqlab.nn.relative_positions import alibi_slopes, rotary_angles, t5_buckets
+
+
+@dataclass(frozen=True)
+class AttentionPositions:
+    """What each self-attention layer of a stack applies in one forward pass.
+
+    ``cos``/``sin`` ``(T, d_k)``: RoPE's rotation of the ``T`` new queries and keys, each
+    angle's cosine written twice (for both dimensions of its pair) and its sine as ``−sin, sin``.
+    ``bias`` ``(h, T, P + T)``: added to the logits; with ``hides_future`` it holds −∞ on the
+    keys after each query, so it is the causal mask too.
+    """
+
+    cos: Tensor | None = None
+    sin: Tensor | None = None
+    bias: Tensor | None = None
+    hides_future: bool = False
+
+    def rotate_packed(self, qk: Tensor) -> Tensor:
+        """:meth:`rotate` of the queries and keys together, as the packed projection lays them
+        out: one pass over both (RoPE's cost in training is in reading and writing them).
+
+        Shape: ``(B, T, 2, h, d_k) -> (B, T, 2, h, d_k)``.
+        """
+        if self.cos is None or self.sin is None:
+            return qk
+        cos = self.cos.to(qk.dtype)[:, None, None, :]  # (T, 1, 1, d_k)
+        sin = self.sin.to(qk.dtype)[:, None, None, :]
+        return _Rotation.apply(qk, cos, sin)
+
+    def rotate(self, x: Tensor) -> Tensor:
+        """Rotate each pair of dimensions ``(2i, 2i+1)`` of queries or keys (RoPE); any other
+        scheme leaves them as they are.
+
+        Shape: ``(B, h, T, d_k) -> (B, h, T, d_k)``.
+        """
+        if self.cos is None or self.sin is None:
+            return x
+        # (x_2i, x_2i+1) -> (x_2i cos − x_2i+1 sin, x_2i+1 cos + x_2i sin): x·cos plus the pairs
+        # swapped times (−sin, sin); three kernels, where slicing and stacking the pairs took
+        # seven (and twice the training time of the rotation)
+        return _Rotation.apply(x, self.cos.to(x.dtype), self.sin.to(x.dtype))
+
+
+def _swap_pairs(x: Tensor) -> Tensor:
+    """``(x_0, x_1, x_2, x_3, …) -> (x_1, x_0, x_3, x_2, …)`` along the last dimension (a copy)."""
+    return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+
+
+class _Rotation(torch.autograd.Function):
+    """RoPE's rotation ``x·cos + swap(x)·sin`` (``sin`` holding ``−sin θ, sin θ`` per pair),
+    with the gradient of a rotation, the inverse rotation ``g·cos − swap(g)·sin``: nothing of
+    ``x`` is kept for the backward pass, and each pass reads and writes the tensor three times
+    (the autograd of the formula kept the swapped copy and took five passes back)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        ctx.save_for_backward(cos, sin)
+        return _turn(x, cos, sin, 1.0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        cos, sin = ctx.saved_tensors
+        return _turn(grad, cos, sin, -1.0), None, None
+
+
+def _turn(x: Tensor, cos: Tensor, sin: Tensor, sign: float) -> Tensor:
+    """Rotate the pairs of ``x`` by the angles of ``cos``/``sin`` (``sign = −1``: backwards).
+    In float32/64 each pair is a complex number and the rotation one complex product (a single
+    pass over ``x``); bf16 has no complex type here: three passes (going through float32 and
+    back was no faster)."""
+    if x.dtype in (torch.float32, torch.float64) and x.stride(-1) == 1:
+        pairs = x.unflatten(-1, (-1, 2))  # (..., d_k / 2, 2)
+        if all(s % 2 == 0 for s in pairs.stride()[:-1]):
+            turn = torch.complex(cos[..., 0::2], sign * sin[..., 1::2])  # e^{±iθ}
+            return torch.view_as_real(torch.view_as_complex(pairs) * turn).flatten(-2)
+    return torch.addcmul(x * cos, _swap_pairs(x), sin, value=sign)
+
+
+class RelativePositions(nn.Module):
+    """The part of ``model.positions`` that acts inside self-attention (module docstring).
+
+    Args:
+        kind: a registered scheme (:func:`seqlab.catalog.positions`).
+        num_heads, head_dim: of the attention layers.
+        causal: the stack's self-attention is causal (a decoder): the bias then hides the
+            future, and T5's buckets count only the past.
+        num_buckets, max_distance: T5's buckets (32 and 128 in T5).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        num_heads: int,
+        head_dim: int,
+        causal: bool,
+        *,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+    ):
+        super().__init__()
+        spec = position_spec(kind)
+        if kind == "none" and not causal:
+            raise ValueError(
+                "positions: none leaves a bidirectional encoder blind to the order of its inputs (attention "
+                "is permutation-equivariant); use it for causal models only"
+            )
+        self.kind, self.causal = spec.name, causal
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        if kind == "rope" and head_dim % 2:
+            raise ValueError(f"positions: rope rotates pairs of dimensions; d_k={head_dim} is odd")
+        self.head_dim = head_dim
+        if kind == "alibi":
+            self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)  # (h,)
+        if kind == "t5_bias":
+            self.bias_table = nn.Embedding(num_buckets, num_heads)  # (buckets, h)
+            nn.init.zeros_(self.bias_table.weight)  # starts as no bias: plain attention
+
+    def forward(
+        self, num_new: int, num_past: int, dtype: torch.dtype, device: torch.device
+    ) -> AttentionPositions | None:
+        """The rotation or bias for ``num_new`` queries after ``num_past`` cached positions;
+        None for absolute schemes and ``none``."""
+        if self.kind == "rope":
+            pos = torch.arange(num_past, num_past + num_new, device=device)
+            cos, sin = rotary_angles(pos, self.head_dim)  # (T, d_k / 2) each, float64
+            cos = cos.repeat_interleave(2, -1)  # (T, d_k): cos θ, cos θ per pair
+            sin = torch.stack((-sin, sin), -1).flatten(-2)  # (T, d_k): −sin θ, sin θ per pair
+            return AttentionPositions(cos.to(dtype), sin.to(dtype))
+        if self.kind not in ("alibi", "t5_bias"):
+            return None
+        i = torch.arange(num_past, num_past + num_new, device=device)[:, None]  # (T, 1)
+        j = torch.arange(num_past + num_new, device=device)[None, :]  # (1, P + T)
+        if self.kind == "alibi":
+            bias = -self.slopes[:, None, None] * (i - j).abs()  # (h, T, P + T)
+        else:
+            buckets = t5_buckets(j - i, self.num_buckets, self.max_distance, not self.causal)
+            bias = self.bias_table(buckets).permute(2, 0, 1)  # (h, T, P + T)
+        if self.causal:
+            bias = bias.masked_fill(j > i, float("-inf"))  # the causal mask, once for all layers
+        return AttentionPositions(bias=bias.to(dtype), hides_future=self.causal)
+
+
+def position_spec(kind: str) -> PositionSpec:
+    """The record of the scheme called ``kind``."""
+    known = positions()
+    if kind not in known:
+        raise ValueError(f"unknown positions {kind!r}; choose one of {', '.join(known)}")
+    return known[kind]
+
+
+register_position(
+    PositionSpec(
+        "sinusoidal",
+        "sin/cos of position × frequency added to the embeddings (Vaswani et al. 2017, §3.5)",
+        absolute=True,
+        ctranslate2="seqlab's sinusoidal table as the position encodings",
+    )
+)
+register_position(
+    PositionSpec(
+        "learned",
+        "a trained vector per position added to the embeddings (GPT; Gehring et al. 2017)",
+        absolute=True,
+        ctranslate2="the learned tables as the position encodings",
+    )
+)
+register_position(
+    PositionSpec(
+        "rope",
+        "queries and keys rotated by position × frequency (Su et al. 2021, RoFormer)",
+        linear_attention=False,
+        ctranslate2="rotary embeddings: interleaved pairs, base 10000, whole head",
+    )
+)
+register_position(
+    PositionSpec(
+        "alibi",
+        "−m_h·|i − j| added to head h's logits (Press et al. 2022, Train Short, Test Long)",
+        bias=True,
+        linear_attention=False,
+    )
+)
+register_position(
+    PositionSpec(
+        "t5_bias",
+        "a learned scalar per head and log-bucketed distance (Raffel et al. 2020, §2.1)",
+        bias=True,
+        linear_attention=False,
+    )
+)
+register_position(
+    PositionSpec(
+        "none",
+        "no positions: the causal mask alone carries order (Haviv et al. 2022)",
+        causal_only=True,
+    )
+)
