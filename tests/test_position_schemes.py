@@ -33,7 +33,7 @@ from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
 from seqlab.nn.attention import MultiHeadAttention, padding_mask, scaled_dot_product_attention
 from seqlab.nn.attention_positions import RelativePositions
 from seqlab.nn.linear_attention import LinearAttentionState
-from seqlab.nn.relative_positions import t5_buckets
+from seqlab.nn.relative_positions import rotate, t5_buckets
 from seqlab.tokens import BOS, EOS
 
 V = 13
@@ -464,3 +464,23 @@ def test_the_old_key_positional_still_loads_and_both_keys_are_refused(monkeypatc
     assert (
         "model.positional is the old name of model.positions: give only model.positions" in message
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_rope_rotation_is_the_same_in_every_layout_and_its_backward_is_the_inverse(dtype):
+    """The complex product (pairs read in place), the float32 detour of bf16 and the real
+    formula (a layout whose pairs cannot be read as complex numbers) rotate alike, and the
+    gradient is the inverse rotation (float64 gradcheck)."""
+    from seqlab.nn.attention_positions import _Rotation, _turn
+
+    p = RelativePositions("rope", 2, 8, causal=True)(6, 3, torch.float64, torch.device("cpu"))
+    wide = torch.randn(2, 2, 6, 9, dtype=torch.float64)
+    odd = wide[..., :8]  # row stride 9: pairs not readable as complex numbers
+    assert odd.stride()[-2] % 2
+    expected = rotate(odd.contiguous(), offset=3)
+    for x in (odd, odd.contiguous()):
+        got = _turn(x.to(dtype), p.cos.to(dtype), p.sin.to(dtype), 1.0)
+        tol = 1e-12 if dtype == torch.float64 else 3e-2
+        torch.testing.assert_close(got.double(), expected, atol=tol, rtol=0)
+    x = odd.contiguous().requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda t: _Rotation.apply(t, p.cos, p.sin), (x,))

@@ -371,14 +371,12 @@ class MultiHeadAttention(nn.Module):
         """
         b, t, _ = x.shape
         qkv = self.in_proj(x).view(b, t, 3, self.num_heads, self.head_dim)  # (B, T, 3, h, d_k)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d_k)
         bias = None
         if positions is not None:
-            if positions.cos is not None:  # RoPE: rotate q and k in one pass
-                qk = positions.rotate_packed(qkv[:, :, :2])  # (B, T, 2, h, d_k)
-                q, k = qk.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, h, T, d_k)
+            qkv = positions.rotate_packed(qkv)  # RoPE: q and k rotated (B, T, 3, h, d_k)
             bias = positions.bias  # (h, T, P + T) or None
             is_causal = is_causal and not positions.hides_future
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d_k)
         kv = KVCache(k, v) if cache is None else cache.append(k, v)
         out, weights = self._heads(q, kv, mask, is_causal, need_weights, bias)
         return out, weights, kv

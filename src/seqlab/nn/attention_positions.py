@@ -48,17 +48,19 @@ class AttentionPositions:
     bias: Tensor | None = None
     hides_future: bool = False
 
-    def rotate_packed(self, qk: Tensor) -> Tensor:
-        """:meth:`rotate` of the queries and keys together, as the packed projection lays them
-        out: one pass over both (RoPE's cost in training is in reading and writing them).
+    def rotate_packed(self, qkv: Tensor) -> Tensor:
+        """:meth:`rotate` of the queries and keys as the packed projection lays them out, the
+        values passed through: one tensor in, one out, so that the backward pass writes one
+        gradient for the projection (slicing q and k out would add a zero-filled one to the
+        values' and sum them).
 
-        Shape: ``(B, T, 2, h, d_k) -> (B, T, 2, h, d_k)``.
+        Shape: ``(B, T, 3, h, d_k) -> (B, T, 3, h, d_k)``.
         """
         if self.cos is None or self.sin is None:
-            return qk
-        cos = self.cos.to(qk.dtype)[:, None, None, :]  # (T, 1, 1, d_k)
-        sin = self.sin.to(qk.dtype)[:, None, None, :]
-        return _Rotation.apply(qk, cos, sin)
+            return qkv
+        cos = self.cos.to(qkv.dtype)[:, None, None, :]  # (T, 1, 1, d_k)
+        sin = self.sin.to(qkv.dtype)[:, None, None, :]
+        return _PackedRotation.apply(qkv, cos, sin)
 
     def rotate(self, x: Tensor) -> Tensor:
         """Rotate each pair of dimensions ``(2i, 2i+1)`` of queries or keys (RoPE); any other
@@ -96,17 +98,53 @@ class _Rotation(torch.autograd.Function):
         return _turn(grad, cos, sin, -1.0), None, None
 
 
-def _turn(x: Tensor, cos: Tensor, sin: Tensor, sign: float) -> Tensor:
+class _PackedRotation(torch.autograd.Function):
+    """:class:`_Rotation` of slots 0 and 1 (queries, keys) of a packed ``(B, T, 3, h, d_k)``
+    projection, slot 2 (values) copied."""
+
+    @staticmethod
+    def forward(ctx: Any, qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        ctx.save_for_backward(cos, sin)
+        return _turn_packed(qkv, cos, sin, 1.0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        cos, sin = ctx.saved_tensors
+        return _turn_packed(grad.contiguous(), cos, sin, -1.0), None, None
+
+
+def _turn_packed(qkv: Tensor, cos: Tensor, sin: Tensor, sign: float) -> Tensor:
+    out = torch.empty_like(qkv, memory_format=torch.contiguous_format)  # (B, T, 3, h, d_k)
+    _turn(qkv[:, :, :2], cos, sin, sign, out=out[:, :, :2])
+    out[:, :, 2].copy_(qkv[:, :, 2])
+    return out
+
+
+def _turn(x: Tensor, cos: Tensor, sin: Tensor, sign: float, out: Tensor | None = None) -> Tensor:
     """Rotate the pairs of ``x`` by the angles of ``cos``/``sin`` (``sign = −1``: backwards).
-    In float32/64 each pair is a complex number and the rotation one complex product (a single
-    pass over ``x``); bf16 has no complex type here: three passes (going through float32 and
-    back was no faster)."""
-    if x.dtype in (torch.float32, torch.float64) and x.stride(-1) == 1:
-        pairs = x.unflatten(-1, (-1, 2))  # (..., d_k / 2, 2)
-        if all(s % 2 == 0 for s in pairs.stride()[:-1]):
-            turn = torch.complex(cos[..., 0::2], sign * sin[..., 1::2])  # e^{±iθ}
-            return torch.view_as_real(torch.view_as_complex(pairs) * turn).flatten(-2)
-    return torch.addcmul(x * cos, _swap_pairs(x), sin, value=sign)
+    Each pair is a complex number and the rotation one complex product (a single pass over
+    ``x`` in float32/64); bf16, which has no complex type here, goes through float32 and back.
+    The real formula (three passes) is the fallback for layouts that cannot be read as complex."""
+    if x.dtype in (torch.float32, torch.float64) and _complex_ok(x) and _complex_ok(out):
+        turn = torch.complex(cos[..., 0::2], sign * sin[..., 1::2])  # e^{±iθ}
+        pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., d_k / 2)
+        if out is None:
+            return torch.view_as_real(pairs * turn).flatten(-2)
+        torch.mul(pairs, turn, out=torch.view_as_complex(out.unflatten(-1, (-1, 2))))
+        return out
+    if x.dtype in (torch.bfloat16, torch.float16) and _complex_ok(out):
+        # through float32's complex product: the widening and narrowing copies cost less
+        # than the bf16 formula's strided swap (375 against 240 µs per layer, 32 × 64 × d 128)
+        turned = _turn(x.float(), cos.float(), sin.float(), sign)
+        return turned.to(x.dtype) if out is None else out.copy_(turned)
+    return torch.addcmul(x * cos, _swap_pairs(x), sin, value=sign, out=out)
+
+
+def _complex_ok(x: Tensor | None) -> bool:
+    """Whether the pairs of ``x``'s last dimension can be read as complex numbers in place."""
+    if x is None:
+        return True
+    return x.stride(-1) == 1 and all(s % 2 == 0 for s in x.stride()[:-1])
 
 
 class RelativePositions(nn.Module):
