@@ -8,6 +8,7 @@ import torch
 
 from seqlab.config import TransformerLMConfig
 from seqlab.demos import length_extrapolation as demo
+from seqlab.errors import SeqlabError
 from seqlab.models.transformer_lm import TransformerLanguageModel
 
 
@@ -71,6 +72,19 @@ def test_an_unknown_variant_is_named_with_the_choices(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code != 0 and "--variants: unknown xx; choose from sinusoidal, learned, rope" in err
     assert not (tmp_path / "d").exists()
+
+
+def test_too_few_evaluation_characters_are_refused_before_training(tmp_path, capsys):
+    from seqlab.cli import main
+
+    argv = ["demo", "length-extrapolation", "--out", str(tmp_path / "d"), "--eval-chars", "500"]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert "--eval-chars 500: the longest evaluation window is 1024 characters" in err
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(SeqlabError, match="variants: unknown rotary; choose from sinusoidal"):
+        demo.length_extrapolation_demo(tmp_path / "e", variants=("rotary",))
+    assert not (tmp_path / "e").exists()
 
 
 def test_tiny_run_end_to_end_and_reused(tmp_path, capsys):

@@ -39,6 +39,7 @@ from torch import Tensor
 from seqlab.config import config_from_dict, load_config
 from seqlab.demos import summary as S
 from seqlab.demos.lm_comparisons import _train, _val_loss, _vocab_size
+from seqlab.errors import SeqlabError
 from seqlab.plotting import save_figure
 from seqlab.storage.atomic import atomic_write_json
 from seqlab.storage.rundir import RunDir
@@ -167,6 +168,11 @@ def evaluate(run_dir: Path, trained: int, eval_chars: int) -> dict[str, Any]:
     lm = load(run_dir)
     model = lm.model.eval()
     ids = load_corpus(lm.cfg, lm.tokenizer, lm.vocab).val[: eval_chars + 1]
+    if len(ids) <= trained * max(FACTORS):
+        raise SeqlabError(
+            f"{run_dir}: the validation split has {len(ids)} characters, fewer than the longest "
+            f"evaluation window ({trained * max(FACTORS)})"
+        )
     row: dict[str, Any] = {"non_overlapping": {}, "sliding": {}}
     for factor in FACTORS:
         length = trained * factor
@@ -189,6 +195,17 @@ def length_extrapolation_demo(
 ) -> dict[str, Any]:
     """Train (or reuse) every variant × seed, evaluate, write figures and JSON under
     ``out_dir``; return the numbers (module docstring)."""
+    longest = trained * max(FACTORS)
+    if eval_chars < longest:
+        raise SeqlabError(
+            f"--eval-chars {eval_chars}: the longest evaluation window is {longest} characters "
+            f"({max(FACTORS)} × the trained {trained}); score at least that many (nothing was "
+            "trained)"
+        )
+    known = [name for name, _, _ in VARIANTS]
+    unknown = [v for v in variants or () if v not in known]
+    if unknown:
+        raise SeqlabError(f"variants: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
     out = Path(out_dir)
     chosen = [v for v in VARIANTS if variants is None or v[0] in variants]
     result: dict[str, Any] = {

@@ -38,7 +38,7 @@ from seqlab.config import (
     check_positions,
 )
 from seqlab.nn.attention import causal_mask
-from seqlab.nn.attention_positions import RelativePositions, position_spec
+from seqlab.nn.attention_positions import relative_positions_for
 from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.nn.rnn import recurrent_layer, run_layer
 from seqlab.nn.transformer import EncoderBlock
@@ -154,11 +154,9 @@ class TransformerForecaster(WindowForecaster):
         else:
             table = sinusoidal_table(window, cfg.d_model) if cfg.positions == "sinusoidal" else None
             self.register_buffer("pos", table, persistent=False)  # (τ, d) or None
-        self.relative = None
-        if not position_spec(cfg.positions).absolute:
-            self.relative = RelativePositions(
-                cfg.positions, cfg.num_heads, cfg.d_model // cfg.num_heads, causal=True
-            )
+        self.relative = relative_positions_for(
+            cfg.positions, cfg.num_heads, cfg.d_model, causal=True
+        )
         self.blocks = nn.ModuleList(
             EncoderBlock(cfg.d_model, cfg.num_heads, cfg.d_ff, cfg.dropout, "pre")
             for _ in range(cfg.num_layers)

@@ -44,7 +44,7 @@ from seqlab.config import (
     check_heads,
     check_positions,
 )
-from seqlab.nn.attention_positions import AttentionPositions, RelativePositions, position_spec
+from seqlab.nn.attention_positions import AttentionPositions, relative_positions_for
 from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.nn.transformer import EncoderBlock
 
@@ -144,11 +144,7 @@ class VisionTransformer(nn.Module):
         else:
             table = sinusoidal_table(tokens, d)[None] if cfg.positions == "sinusoidal" else None
             self.register_buffer("pos_embed", table, persistent=False)  # (1, 1 + N, d) or None
-        self.relative = None
-        if not position_spec(cfg.positions).absolute:
-            self.relative = RelativePositions(
-                cfg.positions, cfg.num_heads, d // cfg.num_heads, causal=False
-            )
+        self.relative = relative_positions_for(cfg.positions, cfg.num_heads, d, causal=False)
         self.dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(

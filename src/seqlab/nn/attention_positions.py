@@ -211,6 +211,16 @@ class RelativePositions(nn.Module):
         return AttentionPositions(bias=bias.to(dtype), hides_future=self.causal)
 
 
+def relative_positions_for(
+    kind: str, num_heads: int, d_model: int, causal: bool
+) -> RelativePositions | None:
+    """The :class:`RelativePositions` a stack of ``d_model``-wide, ``num_heads``-head
+    self-attention layers needs for scheme ``kind``; None for absolute schemes."""
+    if position_spec(kind).absolute:
+        return None
+    return RelativePositions(kind, num_heads, d_model // num_heads, causal)
+
+
 def position_spec(kind: str) -> PositionSpec:
     """The record of the scheme called ``kind``."""
     known = positions()

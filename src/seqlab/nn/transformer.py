@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.attention import KVCache, MultiHeadAttention, padding_mask
-from seqlab.nn.attention_positions import AttentionPositions, RelativePositions, position_spec
+from seqlab.nn.attention_positions import AttentionPositions, position_spec, relative_positions_for
 from seqlab.nn.dropout import Dropout
 from seqlab.nn.linear_attention import LinearAttentionState, LinearSelfAttention
 from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
@@ -226,14 +226,6 @@ def _positional(kind: Positional, d_model: int, max_len: int, dropout: float) ->
     return _NoAbsolutePositions(dropout)
 
 
-def _relative(
-    kind: Positional, num_heads: int, d_model: int, causal: bool
-) -> RelativePositions | None:
-    if position_spec(kind).absolute:
-        return None
-    return RelativePositions(kind, num_heads, d_model // num_heads, causal)
-
-
 class _Embedding(nn.Module):
     """Token embedding scaled by √d plus positional encoding and dropout (§3.4, §3.5).
 
@@ -292,7 +284,7 @@ class Encoder(nn.Module):
     ):
         super().__init__()
         self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positions, input_dim)
-        self.relative = _relative(positions, num_heads, d_model, causal=False)
+        self.relative = relative_positions_for(positions, num_heads, d_model, causal=False)
         self.blocks = nn.ModuleList(
             EncoderBlock(
                 d_model, num_heads, d_ff, dropout, norm, attention_dropout=attention_dropout
@@ -390,7 +382,7 @@ class Decoder(nn.Module):
                 "not; use sinusoidal, learned or none"
             )
         self.embed = _Embedding(vocab_size, d_model, max_len, dropout, positions)
-        self.relative = _relative(positions, num_heads, d_model, causal=True)
+        self.relative = relative_positions_for(positions, num_heads, d_model, causal=True)
         self.blocks = nn.ModuleList(
             DecoderBlock(
                 d_model,
