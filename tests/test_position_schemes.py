@@ -466,21 +466,25 @@ def test_the_old_key_positional_still_loads_and_both_keys_are_refused(monkeypatc
     )
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
 def test_rope_rotation_is_the_same_in_every_layout_and_its_backward_is_the_inverse(dtype):
-    """The complex product (pairs read in place), the float32 detour of bf16 and the real
-    formula (a layout whose pairs cannot be read as complex numbers) rotate alike, and the
-    gradient is the inverse rotation (float64 gradcheck)."""
+    """The complex product (pairs read in place, or written into a packed output), the float32
+    detour of bf16 and a layout whose pairs cannot be read as complex numbers rotate alike, and
+    the gradient is the inverse rotation (float64 gradcheck)."""
     from seqlab.nn.attention_positions import _Rotation, _turn
 
-    p = RelativePositions("rope", 2, 8, causal=True)(6, 3, torch.float64, torch.device("cpu"))
+    p = RelativePositions("rope", 2, 8, causal=True)(6, 3, dtype, torch.device("cpu"))
+    assert p.turn.dtype == (torch.complex128 if dtype == torch.float64 else torch.complex64)
     wide = torch.randn(2, 2, 6, 9, dtype=torch.float64)
     odd = wide[..., :8]  # row stride 9: pairs not readable as complex numbers
     assert odd.stride()[-2] % 2
     expected = rotate(odd.contiguous(), offset=3)
+    tol = {torch.float64: 1e-12, torch.float32: 1e-6, torch.bfloat16: 3e-2}[dtype]
     for x in (odd, odd.contiguous()):
-        got = _turn(x.to(dtype), p.cos.to(dtype), p.sin.to(dtype), 1.0)
-        tol = 1e-12 if dtype == torch.float64 else 3e-2
-        torch.testing.assert_close(got.double(), expected, atol=tol, rtol=0)
+        for out in (None, torch.empty(2, 2, 6, 9, dtype=dtype)[..., :8], torch.empty_like(x)):
+            got = _turn(x.to(dtype), p.turn, out=None if out is None else out.to(dtype))
+            assert got.dtype == dtype
+            torch.testing.assert_close(got.double(), expected, atol=tol, rtol=0)
+    turn = RelativePositions("rope", 2, 8, causal=True)(6, 3, torch.float64, x.device).turn
     x = odd.contiguous().requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda t: _Rotation.apply(t, p.cos, p.sin), (x,))
+    assert torch.autograd.gradcheck(lambda t: _Rotation.apply(t, turn), (x,))

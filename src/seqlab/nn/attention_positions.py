@@ -12,9 +12,9 @@ Two families (the records at the end of this module, read through
 
 A stack (:class:`seqlab.nn.transformer.Encoder`, :class:`~seqlab.nn.transformer.Decoder`) owns one
 :class:`RelativePositions` and calls it once per forward pass; what it returns
-(:class:`AttentionPositions`: the rotation's cosines and sines, or the bias) is handed to every
-layer's self-attention, so the angles and the bias are computed once, not once per layer, and T5's
-bias table is shared by the layers (as in T5). Cross-attention gets no positions.
+(:class:`AttentionPositions`: the rotation ``e^{iθ}`` of each position and pair, or the bias) is
+handed to every layer's self-attention, so the angles and the bias are computed once, not once per
+layer, and T5's bias table is shared by the layers (as in T5). Cross-attention gets no positions.
 
 Incremental decoding: the new queries are the last ``T`` of ``P + T`` positions. RoPE rotates
 the new queries and keys at their absolute positions ``P … P + T − 1`` (the cached keys were
@@ -37,14 +37,14 @@ from seqlab.nn.relative_positions import alibi_slopes, rotary_angles, t5_buckets
 class AttentionPositions:
     """What each self-attention layer of a stack applies in one forward pass.
 
-    ``cos``/``sin`` ``(T, d_k)``: RoPE's rotation of the ``T`` new queries and keys, each
-    angle's cosine written twice (for both dimensions of its pair) and its sine as ``−sin, sin``.
+    ``turn`` ``(T, d_k / 2)``, complex: RoPE's rotation of the ``T`` new queries and keys,
+    ``e^{i·t·θ_j}`` per position and pair (complex128 for a float64 stack, complex64
+    otherwise, from float64 angles: the same rotation whatever the activations' dtype).
     ``bias`` ``(h, T, P + T)``: added to the logits; with ``hides_future`` it holds −∞ on the
     keys after each query, so it is the causal mask too.
     """
 
-    cos: Tensor | None = None
-    sin: Tensor | None = None
+    turn: Tensor | None = None
     bias: Tensor | None = None
     hides_future: bool = False
 
@@ -56,11 +56,9 @@ class AttentionPositions:
 
         Shape: ``(B, T, 3, h, d_k) -> (B, T, 3, h, d_k)``.
         """
-        if self.cos is None or self.sin is None:
+        if self.turn is None:
             return qkv
-        cos = self.cos.to(qkv.dtype)[:, None, None, :]  # (T, 1, 1, d_k)
-        sin = self.sin.to(qkv.dtype)[:, None, None, :]
-        return _PackedRotation.apply(qkv, cos, sin)
+        return _PackedRotation.apply(qkv, self.turn[:, None, None, :])  # (T, 1, 1, d_k / 2)
 
     def rotate(self, x: Tensor) -> Tensor:
         """Rotate each pair of dimensions ``(2i, 2i+1)`` of queries or keys (RoPE); any other
@@ -68,34 +66,26 @@ class AttentionPositions:
 
         Shape: ``(B, h, T, d_k) -> (B, h, T, d_k)``.
         """
-        if self.cos is None or self.sin is None:
+        if self.turn is None:
             return x
-        # (x_2i, x_2i+1) -> (x_2i cos − x_2i+1 sin, x_2i+1 cos + x_2i sin): x·cos plus the pairs
-        # swapped times (−sin, sin); three kernels, where slicing and stacking the pairs took
-        # seven (and twice the training time of the rotation)
-        return _Rotation.apply(x, self.cos.to(x.dtype), self.sin.to(x.dtype))
-
-
-def _swap_pairs(x: Tensor) -> Tensor:
-    """``(x_0, x_1, x_2, x_3, …) -> (x_1, x_0, x_3, x_2, …)`` along the last dimension (a copy)."""
-    return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+        return _Rotation.apply(x, self.turn)
 
 
 class _Rotation(torch.autograd.Function):
-    """RoPE's rotation ``x·cos + swap(x)·sin`` (``sin`` holding ``−sin θ, sin θ`` per pair),
-    with the gradient of a rotation, the inverse rotation ``g·cos − swap(g)·sin``: nothing of
-    ``x`` is kept for the backward pass, and each pass reads and writes the tensor three times
-    (the autograd of the formula kept the swapped copy and took five passes back)."""
+    """RoPE's rotation: each pair ``(x_2i, x_2i+1)`` read as the complex number
+    ``x_2i + i·x_2i+1`` and multiplied by ``e^{iθ}``, with the gradient of a rotation, the
+    inverse rotation (a product by ``e^{−iθ}``): nothing of ``x`` is kept for the backward
+    pass, and each pass reads and writes the tensor once."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        ctx.save_for_backward(cos, sin)
-        return _turn(x, cos, sin, 1.0)
+    def forward(ctx: Any, x: Tensor, turn: Tensor) -> Tensor:
+        ctx.save_for_backward(turn)
+        return _turn(x, turn)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
-        cos, sin = ctx.saved_tensors
-        return _turn(grad, cos, sin, -1.0), None, None
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (turn,) = ctx.saved_tensors
+        return _turn(grad, turn.conj()), None
 
 
 class _PackedRotation(torch.autograd.Function):
@@ -103,48 +93,44 @@ class _PackedRotation(torch.autograd.Function):
     projection, slot 2 (values) copied."""
 
     @staticmethod
-    def forward(ctx: Any, qkv: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        ctx.save_for_backward(cos, sin)
-        return _turn_packed(qkv, cos, sin, 1.0)
+    def forward(ctx: Any, qkv: Tensor, turn: Tensor) -> Tensor:
+        ctx.save_for_backward(turn)
+        return _turn_packed(qkv, turn)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
-        cos, sin = ctx.saved_tensors
-        return _turn_packed(grad.contiguous(), cos, sin, -1.0), None, None
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (turn,) = ctx.saved_tensors
+        return _turn_packed(grad.contiguous(), turn.conj()), None
 
 
-def _turn_packed(qkv: Tensor, cos: Tensor, sin: Tensor, sign: float) -> Tensor:
+def _turn_packed(qkv: Tensor, turn: Tensor) -> Tensor:
     out = torch.empty_like(qkv, memory_format=torch.contiguous_format)  # (B, T, 3, h, d_k)
-    _turn(qkv[:, :, :2], cos, sin, sign, out=out[:, :, :2])
+    _turn(qkv[:, :, :2], turn, out=out[:, :, :2])
     out[:, :, 2].copy_(qkv[:, :, 2])
     return out
 
 
-def _turn(x: Tensor, cos: Tensor, sin: Tensor, sign: float, out: Tensor | None = None) -> Tensor:
-    """Rotate the pairs of ``x`` by the angles of ``cos``/``sin`` (``sign = −1``: backwards).
-    Each pair is a complex number and the rotation one complex product (a single pass over
-    ``x`` in float32/64); bf16, which has no complex type here, goes through float32 and back.
-    The real formula (three passes) is the fallback for layouts that cannot be read as complex."""
-    if x.dtype in (torch.float32, torch.float64) and _complex_ok(x) and _complex_ok(out):
-        turn = torch.complex(cos[..., 0::2], sign * sin[..., 1::2])  # e^{±iθ}
-        pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))  # (..., d_k / 2)
-        if out is None:
-            return torch.view_as_real(pairs * turn).flatten(-2)
+def _turn(x: Tensor, turn: Tensor, out: Tensor | None = None) -> Tensor:
+    """Rotate the pairs of ``x`` by ``turn`` (``e^{±iθ}``, broadcast over ``x``'s pairs): one
+    complex product, read in place where the layout allows (float32/64, pairs adjacent);
+    bf16/fp16, which have no complex type here, go through float32 and back (the widening and
+    narrowing copies cost less than the real formula's strided swap of the pairs), and any
+    other layout through a contiguous copy."""
+    wide = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    if not _complex_ok(wide):
+        wide = wide.contiguous()
+    pairs = torch.view_as_complex(wide.unflatten(-1, (-1, 2)))  # (..., d_k / 2)
+    if out is not None and out.dtype == wide.dtype and _complex_ok(out):
         torch.mul(pairs, turn, out=torch.view_as_complex(out.unflatten(-1, (-1, 2))))
         return out
-    if x.dtype in (torch.bfloat16, torch.float16) and _complex_ok(out):
-        # through float32's complex product: the widening and narrowing copies cost less
-        # than the bf16 formula's strided swap (375 against 240 µs per layer, 32 × 64 × d 128)
-        turned = _turn(x.float(), cos.float(), sin.float(), sign)
-        return turned.to(x.dtype) if out is None else out.copy_(turned)
-    return torch.addcmul(x * cos, _swap_pairs(x), sin, value=sign, out=out)
+    turned = torch.view_as_real(pairs * turn).flatten(-2)
+    return turned.to(x.dtype) if out is None else out.copy_(turned)
 
 
-def _complex_ok(x: Tensor | None) -> bool:
+def _complex_ok(x: Tensor) -> bool:
     """Whether the pairs of ``x``'s last dimension can be read as complex numbers in place."""
-    if x is None:
-        return True
-    return x.stride(-1) == 1 and all(s % 2 == 0 for s in x.stride()[:-1])
+    strides = (x.storage_offset(), *x.stride()[:-1])
+    return x.stride(-1) == 1 and all(s % 2 == 0 for s in strides)
 
 
 class RelativePositions(nn.Module):
@@ -194,9 +180,8 @@ class RelativePositions(nn.Module):
         if self.kind == "rope":
             pos = torch.arange(num_past, num_past + num_new, device=device)
             cos, sin = rotary_angles(pos, self.head_dim)  # (T, d_k / 2) each, float64
-            cos = cos.repeat_interleave(2, -1)  # (T, d_k): cos θ, cos θ per pair
-            sin = torch.stack((-sin, sin), -1).flatten(-2)  # (T, d_k): −sin θ, sin θ per pair
-            return AttentionPositions(cos.to(dtype), sin.to(dtype))
+            wide = torch.complex128 if dtype == torch.float64 else torch.complex64
+            return AttentionPositions(turn=torch.complex(cos, sin).to(wide))  # e^{iθ}
         if self.kind not in ("alibi", "t5_bias"):
             return None
         i = torch.arange(num_past, num_past + num_new, device=device)[:, None]  # (T, 1)
