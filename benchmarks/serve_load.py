@@ -26,11 +26,15 @@ sentences/s, zero errors, RSS growth under 5 % over 10,000 requests (``--request
 that answers instantly: the translator's engine replaced by one that returns a fixed translation
 (:class:`InstantEngine`; tokenising, detokenising, validation, batching and HTTP all still run).
 Its sentences/s is what the server could reach with an infinitely fast model; the ratio of the
-real model to it says how close seqlab gets. Each level also reports the server's CPU time per
-request (``server_cpu_ms_per_request``).
+real model to it says how close seqlab gets. It runs with as many workers as the real engine.
+``--instant-latency MS`` makes it answer after MS milliseconds per sentence, asleep (no CPU, the
+GIL released): the ceiling for a model with the real one's latency but none of its CPU, which
+shows what the latency alone costs a closed loop of clients. Each level also reports the
+server's CPU time per request (``server_cpu_ms_per_request``).
 
 Writes ``benchmarks/results/serve_load.json`` (``--out``; ``serve_load_instant.json`` with
-``--instant``), with the machine it ran on.
+``--instant``, ``serve_load_instant_latency<MS>ms.json`` with a latency), with the machine it ran
+on.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from typing import Any
 import httpx
 
 from seqlab import load
-from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
+from seqlab.export.ctranslate2 import engine_workers, give_cores_to_ctranslate2
 from seqlab.runtime.machine import machine, set_threads
 from seqlab.serve.limits import Limits
 from seqlab.storage.rundir import RunDir
@@ -88,22 +92,30 @@ def percentile(values: list[float], q: float) -> float:
 
 class InstantEngine:
     """A translation engine that answers at once: every source gets ``tokens`` (the offline
-    translation of the first sentence), so the server's own costs are all that is left."""
+    translation of the first sentence), so the server's own costs are all that is left.
 
-    workers = 1
+    ``latency_s`` > 0: it answers a batch after ``latency_s`` seconds per sentence, asleep (no CPU,
+    the GIL released): the stack with a model that takes that long but costs nothing else, which
+    separates what the model's latency costs a closed loop of clients from what its CPU costs.
+    ``workers``: batches it takes at once, as the real engine's (the server's worker threads).
+    """
 
-    def __init__(self, tokens: list[int]) -> None:
+    def __init__(self, tokens: list[int], workers: int = 1, latency_s: float = 0.0) -> None:
         from seqlab.models.search import Hypothesis
 
         self.answer = [Hypothesis(list(tokens), 0.0, 0.0)]
+        self.workers, self.latency_s = workers, latency_s
 
     def hypotheses(self, batch: Any, decode: Any, need_weights: bool) -> list[list[Any]]:
+        if self.latency_s:
+            time.sleep(self.latency_s * len(batch))
         return [self.answer for _ in batch]
 
 
-def serve_instant(run: Path, port: int) -> None:
+def serve_instant(run: Path, port: int, workers: int, latency_ms: float) -> None:
     """``seqlab serve RUN --quiet`` with :class:`InstantEngine` in place of the model's engine
-    (this process is the server of ``--instant``)."""
+    (this process is the server of ``--instant``): the server takes it for a CTranslate2 engine
+    of ``workers`` workers, as it does the real one."""
     import uvicorn
 
     from seqlab.serve.app import create_app, load_models
@@ -111,9 +123,10 @@ def serve_instant(run: Path, port: int) -> None:
     models = load_models([f"bench={run}"])
     translator = models["bench"]
     first = translator.hypotheses(["saturday 9 may 1998"], engine="pytorch")[0][0].tokens
-    engine = InstantEngine(first)
+    engine = InstantEngine(first, workers, latency_ms / 1000)
     translator.engine = lambda *args, **kwargs: engine  # every engine setting answers at once
-    app = create_app(models, engine="seqlab", limits=Limits(max_batch=64, max_queue=256))
+    translator.ctranslate2_engine = lambda *args, **kwargs: engine  # and has its workers
+    app = create_app(models, engine="ctranslate2", limits=Limits(max_batch=64, max_queue=256))
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     uvicorn.Server(config).run()
 
@@ -253,15 +266,27 @@ def main() -> int:
     parser.add_argument(
         "--instant", action="store_true", help="the stack's ceiling: a model that answers at once"
     )
+    parser.add_argument(
+        "--instant-latency",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="with --instant: the model answers after MS milliseconds per sentence, asleep (no "
+        "CPU, the GIL released); e.g. the real model's offline time per sentence per worker",
+    )
     parser.add_argument("--serve-instant", type=int, help=argparse.SUPPRESS)  # the server side
+    parser.add_argument("--serve-workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.serve_instant:
-        serve_instant(args.run, args.serve_instant)
+        serve_instant(args.run, args.serve_instant, args.serve_workers, args.instant_latency)
         return 0
-    args.out = args.out or RESULTS / (
-        "serve_load_instant.json" if args.instant else "serve_load.json"
-    )
+    if args.instant_latency < 0 or (args.instant_latency and not args.instant):
+        parser.error("--instant-latency takes milliseconds >= 0, with --instant")
+    stem = "serve_load_instant" if args.instant else "serve_load"
+    if args.instant_latency:
+        stem += f"_latency{args.instant_latency:g}ms"
+    args.out = args.out or RESULTS / f"{stem}.json"
     levels = [int(c) for c in args.clients.split(",")]
     if args.threads < 0 or min(levels) < 1:
         parser.error("--threads must be >= 0 and every --clients level >= 1")
@@ -304,6 +329,8 @@ def main() -> int:
     argv += [a for arg in args.server_arg for a in arg.split()]
     if args.instant:
         argv = [sys.executable, __file__, "--run", str(args.run), "--serve-instant", str(port)]
+        argv += ["--serve-workers", str(engine_workers() if use_ct2 else 1)]
+        argv += ["--instant-latency", str(args.instant_latency)]
     server = subprocess.Popen(argv, env={**os.environ}, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     results: list[dict] = []
@@ -367,7 +394,8 @@ def main() -> int:
     growth = (rss_end - rss_start) / rss_start
     print(f"server RSS {rss_start / 2**20:.0f} → {rss_end / 2**20:.0f} MiB ({growth:+.1%})")
     summary = {
-        "benchmark": "serve_load_instant" if args.instant else "serve_load",
+        "benchmark": stem,
+        "instant_latency_ms_per_sentence": args.instant_latency if args.instant else None,
         "run": str(args.run),
         "sentences": len(sentences),
         "split": args.split,
