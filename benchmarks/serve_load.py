@@ -112,10 +112,12 @@ class InstantEngine:
         return [self.answer for _ in batch]
 
 
-def serve_instant(run: Path, port: int, workers: int, latency_ms: float) -> None:
+def serve_instant(
+    run: Path, port: int, workers: int, latency_ms: float, limits: dict[str, Any]
+) -> None:
     """``seqlab serve RUN --quiet`` with :class:`InstantEngine` in place of the model's engine
     (this process is the server of ``--instant``): the server takes it for a CTranslate2 engine
-    of ``workers`` workers, as it does the real one."""
+    of ``workers`` workers, as it does the real one, and has the real server's ``limits``."""
     import uvicorn
 
     from seqlab.serve.app import create_app, load_models
@@ -126,7 +128,7 @@ def serve_instant(run: Path, port: int, workers: int, latency_ms: float) -> None
     engine = InstantEngine(first, workers, latency_ms / 1000)
     translator.engine = lambda *args, **kwargs: engine  # every engine setting answers at once
     translator.ctranslate2_engine = lambda *args, **kwargs: engine  # and has its workers
-    app = create_app(models, engine="ctranslate2", limits=Limits(max_batch=64, max_queue=256))
+    app = create_app(models, engine="ctranslate2", limits=Limits(**limits))
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     uvicorn.Server(config).run()
 
@@ -275,11 +277,21 @@ def main() -> int:
         "CPU, the GIL released); e.g. the real model's offline time per sentence per worker",
     )
     parser.add_argument("--serve-instant", type=int, help=argparse.SUPPRESS)  # the server side
+    parser.add_argument(
+        "--batch-wait-ms", type=float, help="the server's --batch-wait-ms (default: its own)"
+    )
     parser.add_argument("--serve-workers", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-limits", type=json.loads, default={}, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.serve_instant:
-        serve_instant(args.run, args.serve_instant, args.serve_workers, args.instant_latency)
+        serve_instant(
+            args.run,
+            args.serve_instant,
+            args.serve_workers,
+            args.instant_latency,
+            args.serve_limits,
+        )
         return 0
     if args.instant_latency < 0 or (args.instant_latency and not args.instant):
         parser.error("--instant-latency takes milliseconds >= 0, with --instant")
@@ -325,12 +337,16 @@ def main() -> int:
     port = free_port()
     argv = [sys.executable, "-m", "seqlab", "serve", f"bench={args.run}", "--port", str(port)]
     argv += ["--engine", args.engine, "--threads", str(threads), "--quiet"]
-    argv += ["--max-batch", str(args.batch_size), "--max-queue", str(max(levels) * 4)]
+    limits: dict[str, Any] = {"max_batch": args.batch_size, "max_queue": max(levels) * 4}
+    if args.batch_wait_ms is not None:
+        limits["batch_wait_ms"] = args.batch_wait_ms
+    argv += [a for k, v in limits.items() for a in (f"--{k.replace('_', '-')}", str(v))]
     argv += [a for arg in args.server_arg for a in arg.split()]
     if args.instant:
         argv = [sys.executable, __file__, "--run", str(args.run), "--serve-instant", str(port)]
         argv += ["--serve-workers", str(engine_workers() if use_ct2 else 1)]
         argv += ["--instant-latency", str(args.instant_latency)]
+        argv += ["--serve-limits", json.dumps(limits)]
     server = subprocess.Popen(argv, env={**os.environ}, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     results: list[dict] = []
@@ -401,6 +417,7 @@ def main() -> int:
         "split": args.split,
         "engine": info["engine"],
         "server_workers": info["workers"],
+        "server_limits": limits,
         "offline": {k: v for k, v in base.items() if k != "outputs"},
         "levels": results,
         "rss_loaded_mb": rss_loaded / 2**20,
