@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 import torch
@@ -42,9 +43,10 @@ def detect(monkeypatch):
     """Real detection, with the CPU flags set by the test."""
     monkeypatch.delenv(P.NATIVE_BF16_ENV, raising=False)
 
-    def set_flags(native):
-        flags = {"avx512_bf16": native, "amx": False}
+    def set_flags(native, amx=False, vendor="AuthenticAMD"):
+        flags = {"avx512_bf16": native, "amx": amx}
         monkeypatch.setattr(P, "cpu_bf16_flags", lambda: flags)
+        monkeypatch.setattr(P, "cpu_vendor", lambda: vendor)
 
     return set_flags
 
@@ -64,6 +66,31 @@ def test_auto_follows_the_cpu_flags_and_never_times_anything(detect, monkeypatch
     with pytest.warns(UserWarning, match="emulated here and run many times slower"):
         assert P.resolve_precision("bf16").precision == "bf16"
     assert P.resolve_precision("fp32") == P.FP32
+
+
+def test_auto_trains_in_fp32_on_intel_bf16_without_amx_where_bf16_is_slower(detect, monkeypatch):
+    """Native bf16 is not always the faster: on an Intel CPU with AVX512_BF16 and no AMX, auto
+    trains in fp32 (and says why); AMX, AMD's AVX512_BF16, an explicit bf16 and the environment
+    override keep bf16."""
+    detect(True, vendor="GenuineIntel")
+    resolved = P.resolve_precision("auto")
+    assert resolved.precision == "fp32"
+    assert resolved.reason == (
+        "auto: Intel CPU with AVX512_BF16 but no AMX, where bf16 trains slower than fp32"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # native: an explicit bf16 runs without a warning
+        assert P.resolve_precision("bf16") == P.Resolved("bf16", "requested bf16")
+    detect(True, amx=True, vendor="GenuineIntel")
+    assert P.resolve_precision("auto").precision == "bf16"
+    detect(True, vendor="AuthenticAMD")
+    assert P.resolve_precision("auto").precision == "bf16"
+    detect(True, vendor="GenuineIntel")
+    monkeypatch.setenv(P.NATIVE_BF16_ENV, "1")
+    assert P.resolve_precision("auto").precision == "bf16"
+    # a run that auto put in bf16 elsewhere keeps it here: the CPU runs bf16 natively
+    monkeypatch.delenv(P.NATIVE_BF16_ENV)
+    assert P.resume_precision("bf16", "auto", False).precision == "bf16"
 
 
 def test_the_environment_overrides_detection(monkeypatch):

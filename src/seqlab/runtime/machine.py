@@ -45,6 +45,17 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_vendor() -> str:
+    """The CPU's vendor (``GenuineIntel``, ``AuthenticAMD``, …), or ``""`` where unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def isa_flags() -> dict[str, bool]:
     """The matmul-relevant instruction sets the CPU reports."""
     try:

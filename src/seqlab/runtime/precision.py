@@ -4,15 +4,18 @@ bf16 autocast halves the memory traffic of matrix products and doubles their thr
 the hardware has bf16 instructions (AVX512_BF16 or AMX on x86 CPUs, bf16 tensor cores on GPUs).
 Where it has none, PyTorch falls back to a scalar kernel that is many times *slower* than fp32.
 
-Training (``train.precision``): ``auto`` picks bf16 where the hardware has it and fp32 elsewhere.
-The decision reads only the hardware's feature flags, never a timing, so every process on one
+Training (``train.precision``): ``auto`` picks bf16 where the hardware has it and fp32 elsewhere,
+except on an Intel CPU with AVX512_BF16 but no AMX, where bf16 trained seqlab's models 1.4–1.5×
+slower than fp32 (:func:`auto_avoids_bf16`; AMX and AMD's Zen 4 make bf16 the faster one).
+The decision reads only the hardware's feature flags and vendor, never a timing, so every process on one
 machine decides the same, and a run records the precision it resolved to (``run.json`` and every
 checkpoint): a resumed run keeps it (see :func:`resume_precision`).
 
 - CUDA: ``torch.cuda.is_bf16_supported()``.
 - CPU: the ISA flags PyTorch reports (``torch.cpu._is_avx512_bf16_supported()``,
   ``_is_amx_tile_supported()``).
-- ``SEQLAB_NATIVE_BF16=0`` or ``1`` overrides both (a VM that misreports its flags).
+- ``SEQLAB_NATIVE_BF16=0`` or ``1`` overrides both (a VM that misreports its flags); with ``1``,
+  ``auto`` is bf16 on any CPU.
 
 Inference (``decode.precision``: ``translate``, ``evaluate``, ``classify``, ``generate``,
 ``forecast``, validation during training and the Python API) is fp32 unless bf16 is asked for:
@@ -35,6 +38,7 @@ from typing import Literal
 import torch
 
 from seqlab.errors import ConfigError
+from seqlab.runtime.machine import cpu_vendor
 
 Precision = Literal["auto", "fp32", "bf16"]
 
@@ -94,6 +98,23 @@ def native_bf16(device: torch.device | str = "cpu") -> tuple[bool, str]:
     return True, f"CPU has {have} (PyTorch capability {capability})"
 
 
+def auto_avoids_bf16(device: torch.device | str = "cpu") -> str | None:
+    """Why ``auto`` trains in fp32 on a CPU that runs bf16 natively, or None.
+
+    An Intel CPU with AVX512_BF16 but no AMX (Cooper Lake, or a virtual machine that hides AMX):
+    bf16 autocast trained the tiny Multi30k recipe and the dates Transformer at 0.70–0.72× the
+    speed of fp32 on one (docs/reference/data.md), its bf16 dot products not paying for the
+    conversions around them, where AMX and AMD's Zen 4 make bf16 the faster one. The environment
+    override (``SEQLAB_NATIVE_BF16``) and other devices are taken as they say.
+    """
+    if torch.device(device).type != "cpu" or os.environ.get(NATIVE_BF16_ENV) is not None:
+        return None
+    flags = cpu_bf16_flags()
+    if flags["avx512_bf16"] and not flags["amx"] and cpu_vendor() == "GenuineIntel":
+        return "Intel CPU with AVX512_BF16 but no AMX, where bf16 trains slower than fp32"
+    return None
+
+
 def resolve_precision(requested: str, device: torch.device | str = "cpu") -> Resolved:
     """Turn ``auto``/``fp32``/``bf16`` into what runs on ``device``, with the reason."""
     if requested == "fp32":
@@ -102,6 +123,9 @@ def resolve_precision(requested: str, device: torch.device | str = "cpu") -> Res
         raise ValueError(f"precision must be auto, fp32 or bf16, got {requested!r}")
     native, why = native_bf16(device)
     if requested == "auto":
+        slower = auto_avoids_bf16(device) if native else None
+        if slower:
+            return Resolved("fp32", f"auto: {slower}")
         return Resolved("bf16" if native else "fp32", f"auto: {why}")
     if not native:
         warnings.warn(
