@@ -3,6 +3,7 @@ import random
 import warnings
 
 import pytest
+import torch
 
 from seqlab.config import config_from_dict
 from seqlab.data.vocab import (
@@ -46,6 +47,10 @@ def test_lookup_lists_nested_and_unknown():
     assert v[["a", ["b", "q"]]] == [4, [5, 0]]
     assert v.to_tokens([[4, 5], [6]]) == [["a", "b"], ["c"]]
     assert v.to_tokens(v[list("cab")]) == list("cab")
+    # flat lists take a fast path; mixed ones, tensors and tuples map alike
+    assert v[("a", "q")] == [4, 0] and v[["c", ("a",)]] == [6, [4]]
+    assert v.to_tokens([6, [4, 5], torch.tensor(5)]) == ["c", ["a", "b"], "b"]
+    assert v.to_tokens(torch.tensor([[4], [6]])) == [["a"], ["c"]]
 
 
 def test_reserved_tokens_in_text_are_not_duplicated():

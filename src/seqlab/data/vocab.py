@@ -98,7 +98,8 @@ class Vocab:
     def __getitem__(self, tokens: Any) -> Any:
         """Token → id; lists and nested lists map element-wise."""
         if isinstance(tokens, list | tuple):
-            return [self.__getitem__(t) for t in tokens]
+            get, unk = self.token_to_idx.get, self.unk  # a flat list of tokens: no call each
+            return [get(t, unk) if isinstance(t, str) else self[t] for t in tokens]
         return self.token_to_idx.get(tokens, self.unk)
 
     def to_tokens(self, ids: Any) -> Any:
@@ -106,7 +107,8 @@ class Vocab:
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         if isinstance(ids, list | tuple):
-            return [self.to_tokens(i) for i in ids]
+            names = self.idx_to_token  # a flat list of ids: no call each
+            return [names[i] if type(i) is int else self.to_tokens(i) for i in ids]
         return self.idx_to_token[int(ids)]
 
     def token_freqs(self) -> list[tuple[str, int]]:
