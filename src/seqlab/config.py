@@ -298,9 +298,9 @@ class TrainConfig(Strict):
     label_smoothing: Probability = 0.0
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto",
-        description="auto: bf16 where the hardware runs it natively (feature flags, no timing) "
-        "and it is the faster, else fp32 (an Intel CPU with AVX512_BF16 but no AMX: fp32); the "
-        "resolved precision is recorded in the run and kept on --resume",
+        description="auto: bf16 where the hardware runs it natively and faster (feature flags "
+        "and vendor, no timing: an Intel CPU with AVX512_BF16 but no AMX gets fp32), else fp32; "
+        "the resolved precision is recorded in the run and kept on --resume",
     )
     accumulate: Positive = Field(
         1, description="minibatches per optimizer step (gradient accumulation), per process"
