@@ -35,25 +35,24 @@ def set_threads(threads: int, what: str = "threads") -> int:
     return torch.get_num_threads()
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str:
+    """The first ``field`` of ``/proc/cpuinfo`` (``model name``, ``vendor_id``), or ``""``."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def cpu_vendor() -> str:
-    """The CPU's vendor (``GenuineIntel``, ``AuthenticAMD``, …), or ``""`` where unknown."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown"
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor (``GenuineIntel``, ``AuthenticAMD``, …), or ``""`` where unknown."""
+    return _cpuinfo("vendor_id")
 
 
 def isa_flags() -> dict[str, bool]:
