@@ -29,7 +29,9 @@ Its sentences/s is what the server could reach with an infinitely fast model; th
 real model to it says how close seqlab gets. It runs with as many workers as the real engine.
 ``--instant-latency MS`` makes it answer after MS milliseconds per sentence, asleep (no CPU, the
 GIL released): the ceiling for a model with the real one's latency but none of its CPU, which
-shows what the latency alone costs a closed loop of clients. Each level also reports the
+shows what the latency alone costs a closed loop of clients; ``--instant-busy`` spends those
+milliseconds computing instead (the worker's CPU time, the GIL released): what the real model's CPU
+cost alone does to the stack on the shared cores. Each level also reports the
 server's CPU time per request (``server_cpu_ms_per_request``).
 
 Writes ``benchmarks/results/serve_load.json`` (``--out``; ``serve_load_instant.json`` with
@@ -97,23 +99,35 @@ class InstantEngine:
     ``latency_s`` > 0: it answers a batch after ``latency_s`` seconds per sentence, asleep (no CPU,
     the GIL released): the stack with a model that takes that long but costs nothing else, which
     separates what the model's latency costs a closed loop of clients from what its CPU costs.
+    ``busy``: those seconds are spent computing instead, ``latency_s`` of this thread's CPU time per
+    sentence in matrix products that release the GIL: a model with the real one's CPU cost on the
+    shared cores and nothing else of it (no tokens, no engine).
     ``workers``: batches it takes at once, as the real engine's (the server's worker threads).
     """
 
-    def __init__(self, tokens: list[int], workers: int = 1, latency_s: float = 0.0) -> None:
+    def __init__(
+        self, tokens: list[int], workers: int = 1, latency_s: float = 0.0, busy: bool = False
+    ) -> None:
+        import numpy as np
+
         from seqlab.models.search import Hypothesis
 
         self.answer = [Hypothesis(list(tokens), 0.0, 0.0)]
-        self.workers, self.latency_s = workers, latency_s
+        self.workers, self.latency_s, self.busy = workers, latency_s, busy
+        self.work = np.ones((96, 96), dtype=np.float32)  # one product: tens of microseconds
 
     def hypotheses(self, batch: Any, decode: Any, need_weights: bool) -> list[list[Any]]:
-        if self.latency_s:
+        if self.latency_s and self.busy:
+            end = time.thread_time() + self.latency_s * len(batch)
+            while time.thread_time() < end:
+                self.work @ self.work  # noqa: B018 - numpy releases the GIL inside
+        elif self.latency_s:
             time.sleep(self.latency_s * len(batch))
         return [self.answer for _ in batch]
 
 
 def serve_instant(
-    run: Path, port: int, workers: int, latency_ms: float, limits: dict[str, Any]
+    run: Path, port: int, workers: int, latency_ms: float, busy: bool, limits: dict[str, Any]
 ) -> None:
     """``seqlab serve RUN --quiet`` with :class:`InstantEngine` in place of the model's engine
     (this process is the server of ``--instant``): the server takes it for a CTranslate2 engine
@@ -125,7 +139,7 @@ def serve_instant(
     models = load_models([f"bench={run}"])
     translator = models["bench"]
     first = translator.hypotheses(["saturday 9 may 1998"], engine="pytorch")[0][0].tokens
-    engine = InstantEngine(first, workers, latency_ms / 1000)
+    engine = InstantEngine(first, workers, latency_ms / 1000, busy)
     translator.engine = lambda *args, **kwargs: engine  # every engine setting answers at once
     translator.ctranslate2_engine = lambda *args, **kwargs: engine  # and has its workers
     app = create_app(models, engine="ctranslate2", limits=Limits(**limits))
@@ -276,6 +290,12 @@ def main() -> int:
         help="with --instant: the model answers after MS milliseconds per sentence, asleep (no "
         "CPU, the GIL released); e.g. the real model's offline time per sentence per worker",
     )
+    parser.add_argument(
+        "--instant-busy",
+        action="store_true",
+        help="with --instant-latency: spend those milliseconds computing (that much of the "
+        "worker's CPU time, the GIL released) instead of asleep: the real model's CPU cost alone",
+    )
     parser.add_argument("--serve-instant", type=int, help=argparse.SUPPRESS)  # the server side
     parser.add_argument(
         "--batch-wait-ms", type=float, help="the server's --batch-wait-ms (default: its own)"
@@ -290,14 +310,17 @@ def main() -> int:
             args.serve_instant,
             args.serve_workers,
             args.instant_latency,
+            args.instant_busy,
             args.serve_limits,
         )
         return 0
     if args.instant_latency < 0 or (args.instant_latency and not args.instant):
         parser.error("--instant-latency takes milliseconds >= 0, with --instant")
+    if args.instant_busy and not args.instant_latency:
+        parser.error("--instant-busy spends --instant-latency computing: give both")
     stem = "serve_load_instant" if args.instant else "serve_load"
     if args.instant_latency:
-        stem += f"_latency{args.instant_latency:g}ms"
+        stem += f"_{'busy' if args.instant_busy else 'latency'}{args.instant_latency:g}ms"
     args.out = args.out or RESULTS / f"{stem}.json"
     levels = [int(c) for c in args.clients.split(",")]
     if args.threads < 0 or min(levels) < 1:
@@ -346,8 +369,12 @@ def main() -> int:
         argv = [sys.executable, __file__, "--run", str(args.run), "--serve-instant", str(port)]
         argv += ["--serve-workers", str(engine_workers() if use_ct2 else 1)]
         argv += ["--instant-latency", str(args.instant_latency)]
+        argv += ["--instant-busy"] * args.instant_busy
         argv += ["--serve-limits", json.dumps(limits)]
-    server = subprocess.Popen(argv, env={**os.environ}, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ}
+    if args.instant_busy:  # its products on the worker's thread alone, as the real engine's
+        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    server = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     results: list[dict] = []
     try:
@@ -412,6 +439,7 @@ def main() -> int:
     summary = {
         "benchmark": stem,
         "instant_latency_ms_per_sentence": args.instant_latency if args.instant else None,
+        "instant_latency_busy": args.instant_busy,
         "run": str(args.run),
         "sentences": len(sentences),
         "split": args.split,

@@ -203,6 +203,21 @@ def test_greedy_with_different_limits_matches_seqlab(exported):
     assert_same_outputs(m.model, src, ours, theirs, "fp32")
 
 
+def test_token_names_round_trip_through_the_cached_tables():
+    """The names CTranslate2 sees for seqlab ids and back, from the engine's cached tables, equal
+    token_name's (ints and tensor elements alike; a tensor element is not kept as a key)."""
+    from seqlab.export.ctranslate2 import token_name
+    from seqlab.export.ctranslate2_engine import _NAME_OF
+    from seqlab.tokens import SPECIAL_TOKENS
+
+    ids = [*range(len(SPECIAL_TOKENS)), 7, 1234, 7]
+    names = CTranslate2Engine._source(ids)
+    assert names == [token_name(i) for i in ids]
+    assert CTranslate2Engine._source(list(torch.tensor(ids))) == names
+    assert not any(isinstance(k, torch.Tensor) for k in _NAME_OF)
+    assert CTranslate2Engine._ids(names) == ids
+
+
 def test_cores_go_to_ctranslate2(monkeypatch):
     """``give_cores_to_ctranslate2`` leaves PyTorch one thread and keeps the others for the
     engines made afterwards."""

@@ -18,6 +18,28 @@ from seqlab.export.ctranslate2 import FORMAT, check_compute_type, require_ctrans
 from seqlab.tokens import BOS, PAD, SPECIAL_TOKENS
 
 
+class _NameOf(dict):
+    """seqlab id → the token name CTranslate2 sees (:func:`token_name`), kept once computed (a
+    server converts every token of every request, holding the GIL)."""
+
+    def __missing__(self, key: int) -> str:
+        name = token_name(int(key))
+        if type(key) is int:  # (a tensor's element hashes by identity: not kept)
+            self[key] = name
+        return name
+
+
+class _IdOf(dict):
+    """A token name CTranslate2 returned → its seqlab id (the inverse of :func:`token_name`)."""
+
+    def __missing__(self, name: str) -> int:
+        self[name] = i = SPECIAL_TOKENS.index(name) if name in SPECIAL_TOKENS else int(name[1:])
+        return i
+
+
+_NAME_OF, _ID_OF = _NameOf(), _IdOf()
+
+
 @dataclass
 class Decoded:
     """One hypothesis, with :class:`seqlab.models.search.Hypothesis`'s conventions."""
@@ -70,11 +92,11 @@ class CTranslate2Engine:
 
     @staticmethod
     def _source(ids: Sequence[int]) -> list[str]:
-        return [token_name(int(i)) for i in ids]
+        return list(map(_NAME_OF.__getitem__, ids))
 
     @staticmethod
     def _ids(tokens: Sequence[str]) -> list[int]:
-        return [SPECIAL_TOKENS.index(t) if t in SPECIAL_TOKENS else int(t[1:]) for t in tokens]
+        return list(map(_ID_OF.__getitem__, tokens))
 
     def search(
         self,

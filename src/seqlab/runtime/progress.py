@@ -36,14 +36,17 @@ def progress(
     items: Iterable[T], desc: str, total: int | None = None, unit: str = "it"
 ) -> Iterator[T]:
     """``items``, with a tqdm bar on stderr when it is a terminal (nothing in logs and pipes, and
-    nothing inside :func:`no_progress`)."""
+    nothing inside :func:`no_progress`). Without a bar no tqdm is built: its constructor walks
+    every bar alive, a cost a server's worker would pay per batch."""
+    if _OFF.get() or not sys.stderr.isatty():
+        yield from items
+        return
     yield from tqdm(
         items,
         desc=desc,
         total=total,
         unit=unit,
         file=sys.stderr,
-        disable=_OFF.get() or not sys.stderr.isatty(),
         leave=False,
         mininterval=0.5,
     )

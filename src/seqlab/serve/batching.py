@@ -69,13 +69,15 @@ class Job:
     cancelled: Flag = field(default_factory=Flag)
 
 
-def _settle(future: asyncio.Future[Any], result: Any) -> None:
-    if future.done():  # the client gave up (time limit): nobody is waiting
-        return
-    if isinstance(result, BaseException):
-        future.set_exception(result)
-    else:
-        future.set_result(result)
+def _settle(answers: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    """Give each future its result (on the event loop: one call for a whole batch)."""
+    for future, result in answers:
+        if future.done():  # the client gave up (time limit): nobody is waiting
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
 
 
 class Batcher:
@@ -215,6 +217,10 @@ class Batcher:
         with self._lock:
             self.batches += 1
             self.texts += sum(job.size for job in batch)
+        # one wake-up of each event loop per batch, not one per job
+        answers: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
         for job, result in zip(batch, results, strict=True):
+            answers.setdefault(job.loop, []).append((job.future, result))
+        for loop, settled in answers.items():
             with contextlib.suppress(RuntimeError):  # a closed event loop: nobody to answer
-                job.loop.call_soon_threadsafe(_settle, job.future, result)
+                loop.call_soon_threadsafe(_settle, settled)
