@@ -66,7 +66,7 @@ PACKAGE = Path(seqlab.__file__).parent
 #: the layers, lowest first (the module docstring says why): module prefixes below ``seqlab``,
 #: ``""`` being the package's own ``__init__``; a module belongs to the longest prefix naming it
 LAYERS: list[set[str]] = [
-    {"errors", "tokens", "deprecation", "catalog"},
+    {"errors", "tokens", "deprecation", "catalog", "audio_limits"},
     {"runtime", "storage.atomic", "storage.text", "storage.config_files"},
     {"config", "plotting"},
     {"nn"},

@@ -573,6 +573,8 @@ def test_classify_an_uploaded_wav_in_chromium(server, tmp_path):
     data = base64.b64encode((tmp_path / "tone.wav").read_bytes()).decode()
     (tmp_path / "notes.wav").write_text("not a recording\n")
     soundfile.write(tmp_path / "long.wav", np.zeros(31 * 8000, np.float32), 8000, "PCM_16")
+    soundfile.write(tmp_path / "quiet.wav", np.zeros(4000, np.float32), 8000, "PCM_16")
+    soundfile.write(tmp_path / "low.wav", tone(1320.0, 0.5, rate=4000), 4000, "PCM_16")
     driver = _browser(tmp_path / "profile")
     try:
         for model, attention in (("audio-tf", True), ("audio", False)):
@@ -592,7 +594,7 @@ def test_classify_an_uploaded_wav_in_chromium(server, tmp_path):
         # not a WAV file: the server's one-line error in the status line, the last answer kept
         driver.find_element(By.ID, "audio-file").send_keys(str(tmp_path / "notes.wav"))
         wait.until(lambda d: "error" in status.get_attribute("class"))
-        assert status.text == "422: audio: not a WAV file (libsndfile cannot read it)"
+        assert status.text.startswith("422: audio: not a WAV file libsndfile can read (")
         assert driver.find_element(By.ID, "audio-label").text == answer["results"][0]["label"]
         # longer than the server reads: its limit named
         driver.find_element(By.ID, "audio-file").send_keys(str(tmp_path / "long.wav"))
@@ -600,6 +602,18 @@ def test_classify_an_uploaded_wav_in_chromium(server, tmp_path):
         assert status.text.endswith(
             "over the server's limit max_audio_seconds=30 [max_audio_seconds]"
         )
+        # silence: "no speech detected" and why, no label and no bars
+        driver.find_element(By.ID, "audio-file").send_keys(str(tmp_path / "quiet.wav"))
+        wait.until(lambda d: status.text == "classified quiet.wav")
+        assert driver.find_element(By.ID, "audio-label").text == "no speech detected"
+        assert "digital silence" in driver.find_element(By.ID, "audio-reason").text
+        assert not driver.find_elements(By.CSS_SELECTOR, "#output .probs > div")
+        # 4 kHz: the answer, and beside it the warning naming both rates
+        driver.find_element(By.ID, "audio-file").send_keys(str(tmp_path / "low.wav"))
+        wait.until(lambda d: status.text == "classified low.wav")
+        assert driver.find_element(By.ID, "audio-label").text in ("high", "low")
+        warning = driver.find_element(By.CSS_SELECTOR, "#output .audio-warning").text
+        assert "recorded at 4,000 Hz, below the 8,000 Hz the model reads" in warning
     finally:
         driver.quit()
 

@@ -218,6 +218,8 @@ def _train(
             summary["averaged"] = trainer.average_last(cfg.train.average_last)
             if dist.is_main():
                 append_record(metrics, "average", summary["averaged"])
+        if exp.finish is not None and dist.is_main():
+            summary.update(exp.finish(run_dir))
         # leave together: a gloo process whose peer tears the group down while it still
         # finishes rank-0 work can abort at exit ("terminate called without an active exception")
         dist.barrier()

@@ -28,7 +28,8 @@ replaces their embedding table):
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+import math
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -40,10 +41,25 @@ from seqlab.catalog import ModelSpec, Sizes, register_model
 from seqlab.config import ModelConfigBase, NonNegative, Positive, Strict
 from seqlab.models.cnn_text import CNNTextConfig
 from seqlab.models.vit import ViTConfig
+from seqlab.nn import audio_augment as aug
 from seqlab.nn.audio import FeatureNorm, LogMel, SpecAugment
 
 #: the classifiers the front end feeds (``model.body.arch``)
 BODIES = ("cnn_text", "rnn_classifier", "transformer_classifier", "vit")
+
+
+class Draws(NamedTuple):
+    """One training batch's spectral augmentation (:meth:`AudioClassifier.augment`): VTLP
+    factors ``(B,)`` and microphone power gains per FFT bin ``(B, n_fft // 2 + 1)``."""
+
+    warp: Tensor | None = None
+    gains: Tensor | None = None
+
+
+#: a share of the clips, 0 to 1 inclusive
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+#: a [low, high] range of a random draw
+Range = Annotated[list[float], Field(min_length=2, max_length=2)]
 #: bodies whose :meth:`AudioClassifier.attention` gives weights (the others give none)
 ATTENTION_BODIES = ("transformer_classifier", "vit")
 
@@ -75,16 +91,73 @@ class AudioFeatures(Strict):
     time_ratio: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         0.2, description="SpecAugment: a time mask covers at most this share of the clip"
     )
-    clip_norm: bool = Field(
-        False,
-        description="subtract each clip's own mean of every mel channel (cepstral mean "
-        "normalisation: a gain or a fixed channel colouring becomes a no-op)",
+    clip_norm: Literal["none", "mean", "mean_var"] = Field(
+        "none",
+        description="per-utterance normalisation of every mel channel by the clip's own "
+        "frames: mean (cepstral mean normalisation: a gain or a fixed channel colouring "
+        "becomes a no-op), mean_var (also divided by the clip's own deviation), none; true "
+        "and false read as mean and none",
     )
     speed: Annotated[float, Field(ge=0.0, lt=0.5)] = Field(
         0.0,
         description="training only: each clip played at a random speed in [1 - speed, "
         "1 + speed] (resampled, so its pitch moves too; Ko et al. 2015)",
     )
+    tempo: Annotated[float, Field(ge=0.0, lt=0.5)] = Field(
+        0.0,
+        description="training only: each clip spoken faster or slower by a factor in "
+        "[1 - tempo, 1 + tempo], its pitch kept (a phase-vocoder time stretch)",
+    )
+    vtlp: Annotated[float, Field(ge=0.0, lt=0.5)] = Field(
+        0.0,
+        description="training only: vocal tract length perturbation, each clip's mel filters "
+        "read at frequencies warped by a factor in [1 - vtlp, 1 + vtlp] (Jaitly & Hinton 2013)",
+    )
+    pitch: Annotated[float, Field(ge=0.0, le=12.0)] = Field(
+        0.0,
+        description="training only: each clip's pitch moved by up to this many semitones, "
+        "its length kept (phase vocoder, then resampling)",
+    )
+    noise: Share = Field(
+        0.0, description="training only: the share of clips given white/pink/brown noise"
+    )
+    noise_snr: Range = Field(
+        [5.0, 30.0], description="the noise's signal-to-noise ratio range (dB)"
+    )
+    room: Share = Field(
+        0.0,
+        description="training only: the share of clips played in a simulated room (an "
+        "exponentially decaying noise impulse response)",
+    )
+    room_rt60: Range = Field(
+        [0.1, 0.6], description="the simulated rooms' reverberation time range RT60 (s)"
+    )
+    gain: Annotated[float, Field(ge=0.0, le=40.0)] = Field(
+        0.0, description="training only: each clip's level moved by up to this many dB"
+    )
+    eq: Annotated[float, Field(ge=0.0, le=24.0)] = Field(
+        0.0,
+        description="training only: each clip's spectrum coloured by a random smooth curve of "
+        "at most this many dB either way (a different microphone)",
+    )
+    lowpass: Share = Field(
+        0.0, description="training only: the share of clips band-limited by a random low-pass"
+    )
+    lowpass_hz: Range = Field([2000.0, 4000.0], description="the low-pass cutoff range (Hz)")
+
+    @field_validator("clip_norm", mode="before")
+    @classmethod
+    def _clip_norm_bool(cls, value: object) -> object:
+        return {True: "mean", False: "none"}.get(value, value) if isinstance(value, bool) else value
+
+    @field_validator("noise_snr", "room_rt60", "lowpass_hz")
+    @classmethod
+    def _ordered(cls, value: list[float], info: ValidationInfo) -> list[float]:
+        low, high = value
+        floor = {"noise_snr": -20.0, "room_rt60": 0.01, "lowpass_hz": 100.0}[info.field_name]
+        if not floor <= low <= high:
+            raise ValueError(f"need {floor:g} <= low <= high, got [{low:g}, {high:g}]")
+        return value
 
     @model_validator(mode="after")
     def _window_fits(self) -> AudioFeatures:
@@ -199,6 +272,10 @@ def _vit_image(value: dict[str, Any], features: AudioFeatures | None) -> dict[st
 class AudioClassifier(nn.Module):
     """Waveforms ``(B, N)`` with lengths ``(B,)`` in samples → class logits ``(B, C)``.
 
+    ``temperature`` divides the logits (1 while training; a trained run's calibration sets it,
+    :mod:`seqlab.tasks.classification.calibration`). It is not part of the weights: a run keeps
+    it in ``calibration.json``.
+
     Args:
         cfg: the model section.
         num_classes: C.
@@ -212,7 +289,13 @@ class AudioClassifier(nn.Module):
         self.log_mel = cfg.features.log_mel(sample_rate)
         self.norm = FeatureNorm(torch.zeros(n_mels), torch.ones(n_mels))
         self.spec_augment = cfg.features.spec_augment() if cfg.augment else None
-        self.clip_norm, self.speed = cfg.features.clip_norm, cfg.features.speed
+        self.clip_norm = cfg.features.clip_norm
+        #: the training-time waveform and filterbank augmentations (``model.features``)
+        self.augmentation = cfg.features
+        self.sample_rate = sample_rate
+        #: softmax temperature (Guo et al. 2017), chosen on validation after training: the
+        #: logits are divided by it, which moves probabilities and never the argmax
+        self.register_buffer("temperature", torch.ones(()), persistent=False)
         vit = self.arch == "vit"
         self.max_frames = cfg.max_frames if vit else None
         sizes = Sizes(
@@ -239,33 +322,74 @@ class AudioClassifier(nn.Module):
         self.norm.mean.copy_(fresh.mean)
         self.norm.std.copy_(fresh.std)
 
-    def raw_features(self, waves: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def raw_features(
+        self, waves: Tensor, lengths: Tensor | None = None, draws: Draws | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Log-mel frames ``(B, T, n_mels)`` before the training set's standardisation (with
-        ``features.clip_norm``, less each clip's own mean per channel), and frames ``(B,)``."""
-        feats, frames = self.log_mel(waves, lengths)
-        if self.clip_norm:
+        ``features.clip_norm``, less each clip's own mean per channel, and divided by its own
+        deviation for ``mean_var``), and frames ``(B,)``. ``draws``: training's spectral
+        augmentation."""
+        draws = draws or Draws()
+        feats, frames = self.log_mel(waves, lengths, draws.warp, draws.gains)
+        if self.clip_norm != "none":
             real = torch.arange(feats.shape[1], device=feats.device)[None] < frames[:, None]
             real = real[..., None].to(feats.dtype)  # (B, T, 1)
-            mean = (feats * real).sum(1, keepdim=True) / frames.clamp(min=1)[:, None, None]
+            count = frames.clamp(min=1)[:, None, None]
+            mean = (feats * real).sum(1, keepdim=True) / count  # (B, 1, n_mels)
             feats = (feats - mean) * real
+            if self.clip_norm == "mean_var":
+                std = ((feats.square() * real).sum(1, keepdim=True) / count).sqrt()
+                feats = feats / std.clamp(min=1e-3)
         return feats, frames
 
-    def features(self, waves: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def features(
+        self, waves: Tensor, lengths: Tensor | None = None, draws: Draws | None = None
+    ) -> tuple[Tensor, Tensor]:
         """What the body reads (without SpecAugment): normalised log-mel frames ``(B, T,
         n_mels)``, zero past each clip's end, and each clip's frames ``(B,)``."""
-        feats, frames = self.raw_features(waves, lengths)
+        feats, frames = self.raw_features(waves, lengths, draws)
         return self.norm(feats, frames), frames
 
-    def perturb_speed(self, waves: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """Training: each clip resampled (linear interpolation) to play at a random speed in
-        ``[1 - speed, 1 + speed]``, re-padded: ``(B, N')`` and lengths ``(B,)``."""
-        factors = 1 + (torch.rand(len(waves)) * 2 - 1) * self.speed
-        clips = []
-        for wave, n, f in zip(waves, lengths.tolist(), factors.tolist(), strict=True):
-            size = max(1, round(n / f))
-            clips.append(F.interpolate(wave[None, None, :n], size=size, mode="linear")[0, 0])
-        padded = nn.utils.rnn.pad_sequence(clips, batch_first=True)
-        return padded, torch.tensor([len(c) for c in clips], device=lengths.device)
+    def augment(self, waves: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Draws]:
+        """Training: the waveform augmentations of ``model.features`` in the order a recording
+        meets them (the speaker's rate and pitch, the room, the noise:
+        :mod:`seqlab.nn.audio_augment`), and the spectral ones the front end applies (the
+        speaker's vocal tract: VTLP; the microphone: gain, colouring, low-pass). Returns waves
+        ``(B, N')``, lengths ``(B,)`` and the spectral :class:`Draws`."""
+        a, b = self.augmentation, len(waves)
+        if a.speed > 0:
+            waves, lengths = aug.speed_perturb(
+                waves, lengths, aug.uniform(b, 1 - a.speed, 1 + a.speed)
+            )
+        if a.tempo > 0:
+            waves, lengths = aug.stretch(waves, lengths, aug.uniform(b, 1 - a.tempo, 1 + a.tempo))
+        if a.pitch > 0:
+            waves = aug.pitch_shift(waves, lengths, aug.uniform(b, -a.pitch, a.pitch))
+        if a.room > 0:
+            pick = (torch.rand(b) < a.room).nonzero().flatten()
+            if len(pick):
+                rt60 = aug.uniform(len(pick), *a.room_rt60)
+                waves = waves.clone()
+                waves[pick] = aug.reverberate(waves[pick], lengths[pick], rt60, self.sample_rate)
+        if a.noise > 0:
+            pick = (torch.rand(b) < a.noise).nonzero().flatten()
+            if len(pick):
+                snr = aug.uniform(len(pick), *a.noise_snr)
+                betas = torch.randint(0, 3, (len(pick),)).double()  # white, pink, brown
+                waves = waves.clone()
+                waves[pick] = aug.add_noise(waves[pick], lengths[pick], snr, betas)
+        warp = aug.uniform(b, 1 - a.vtlp, 1 + a.vtlp) if a.vtlp > 0 else None
+        gains = None
+        if a.gain > 0 or a.eq > 0 or a.lowpass > 0:
+            cutoff = aug.uniform(b, *a.lowpass_hz)
+            cutoff[torch.rand(b) >= a.lowpass] = math.inf
+            gains = aug.channel_gains(
+                self.log_mel.bin_hz(),
+                aug.uniform(b, -a.gain, a.gain),
+                aug.uniform(b, 0.0, a.eq),
+                cutoff,
+            )
+        return waves, lengths, Draws(warp, gains)
 
     def _image(self, feats: Tensor, frames: Tensor) -> tuple[Tensor, Tensor]:
         """vit: the frames as ``(B, 1, n_mels, max_frames)`` images, cut or padded with zeros,
@@ -285,18 +409,22 @@ class AudioClassifier(nn.Module):
         return self._image(feats, frames) if self.max_frames is not None else (feats, frames)
 
     def forward(self, waves: Tensor, lengths: Tensor | None = None) -> Tensor:
-        """Shape: waves ``(B, N)``, lengths ``(B,)`` (samples) -> logits ``(B, C)``."""
-        if self.training and self.speed > 0:
+        """Shape: waves ``(B, N)``, lengths ``(B,)`` (samples) -> logits ``(B, C)``, divided by
+        the ``temperature`` buffer (1 while training)."""
+        draws = None
+        if self.training:
             if lengths is None:
                 lengths = torch.full((len(waves),), waves.shape[1], device=waves.device)
-            waves, lengths = self.perturb_speed(waves, lengths)
-        feats, frames = self.features(waves, lengths)
+            waves, lengths, draws = self.augment(waves, lengths)
+        feats, frames = self.features(waves, lengths, draws)
         if self.spec_augment is not None:
             feats = self.spec_augment(feats, frames)  # identity in eval mode
         x, n = self._body_inputs(feats, frames)
         if self.max_frames is not None:
-            return self.body(x, columns=n)  # (B, C)
-        return self.body(x, n)  # (B, C)
+            logits = self.body(x, columns=n)  # (B, C)
+        else:
+            logits = self.body(x, n)  # (B, C)
+        return logits / self.temperature.to(logits.dtype)
 
     @torch.no_grad()
     def attention(self, waves: Tensor, lengths: Tensor | None = None) -> list[Tensor]:

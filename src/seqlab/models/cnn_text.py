@@ -34,6 +34,11 @@ class CNNTextConfig(ModelConfigBase):
     widths: Annotated[list[Positive], Field(min_length=1)] = [3, 4, 5]
     channels: Positive = 100
     dropout: Probability = 0.5
+    depth: Annotated[int, Field(ge=1, le=8)] = Field(
+        1,
+        description="convolution layers: depth - 1 layers of width 3 (same padding, ReLU, "
+        "zeros past each sequence's end) before the layer of several widths; 1 is Kim's CNN",
+    )
 
 
 class CNNTextClassifier(nn.Module):
@@ -54,7 +59,13 @@ class CNNTextClassifier(nn.Module):
             self.embed = nn.Embedding(vocab_size or 0, cfg.embed_dim, padding_idx=PAD)
         else:
             self.embed = nn.Linear(input_dim, cfg.embed_dim)
-        self.convs = nn.ModuleList(nn.Conv1d(cfg.embed_dim, cfg.channels, w) for w in self.widths)
+        #: the layers below Kim's: (B, E or K, T) -> (B, K, T), same padding
+        self.stack = nn.ModuleList(
+            nn.Conv1d(cfg.embed_dim if i == 0 else cfg.channels, cfg.channels, 3, padding=1)
+            for i in range(cfg.depth - 1)
+        )
+        top = cfg.channels if self.stack else cfg.embed_dim
+        self.convs = nn.ModuleList(nn.Conv1d(top, cfg.channels, w) for w in self.widths)
         self.dropout = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.channels * len(self.widths), num_classes)
 
@@ -70,12 +81,12 @@ class CNNTextClassifier(nn.Module):
             tokens = torch.cat([tokens, tokens.new_full(pad, PAD if tokens.dim() == 2 else 0)], 1)
         span = lengths.clamp(min=wide)  # (B,): each sentence's length, at least the widest filter
         x = self.embed(tokens)  # (B, T, E)
+        real = torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]
         if tokens.dim() == 3:  # frames: past each clip's end, zeros (as the <pad> embedding)
-            real = (
-                torch.arange(x.shape[1], device=x.device)[None, :] < lengths.to(x.device)[:, None]
-            )
             x = x.masked_fill(~real[..., None], 0.0)
         x = x.transpose(1, 2)  # (B, E, T)
+        for conv in self.stack:  # zeros past each end again, so padding never leaks in
+            x = torch.relu(conv(x)).masked_fill(~real[:, None, :], 0.0)  # (B, K, T)
         pooled = []
         for w, conv in zip(self.widths, self.convs, strict=True):
             y = torch.relu(conv(x))  # (B, K, T - w + 1)

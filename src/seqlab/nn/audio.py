@@ -34,7 +34,19 @@ import math
 import torch
 from torch import Tensor, nn
 
-__all__ = ["FeatureNorm", "LogMel", "SpecAugment", "feature_stats", "hz_to_mel", "mel_to_hz"]
+from seqlab.nn.audio_augment import vtlp_warp
+
+__all__ = [
+    "FeatureNorm",
+    "LogMel",
+    "SpecAugment",
+    "feature_stats",
+    "hz_to_mel",
+    "mel_edges",
+    "mel_filterbank",
+    "mel_to_hz",
+    "mel_triangles",
+]
 
 # Slaney's mel scale: linear to 1 kHz, logarithmic above
 _F_SP = 200.0 / 3  # Hz per mel below 1 kHz
@@ -57,32 +69,48 @@ def mel_to_hz(mel: Tensor) -> Tensor:
     return torch.where(mel >= _MIN_LOG_MEL, log, linear)
 
 
-def mel_filterbank(
-    sample_rate: int, n_fft: int, n_mels: int, f_min: float = 0.0, f_max: float | None = None
+def mel_edges(
+    sample_rate: int, n_mels: int, f_min: float = 0.0, f_max: float | None = None
 ) -> Tensor:
-    """Slaney-normalised triangular mel filters, float64 ``(n_fft // 2 + 1, n_mels)`` (see the
-    module). A filter that falls between two FFT bins (all zeros) is an error: fewer mels or
-    a larger ``n_fft``."""
+    """The ``n_mels + 2`` corner frequencies (Hz, float64) of the mel triangles: equally spaced
+    in mels from ``f_min`` to ``f_max`` (default ``sample_rate / 2``)."""
     f_max = sample_rate / 2 if f_max is None else f_max
     if not 0.0 <= f_min < f_max <= sample_rate / 2:
         raise ValueError(
             f"mel filterbank: need 0 <= f_min < f_max <= rate/2 = {sample_rate / 2:g} Hz, got "
             f"f_min={f_min:g}, f_max={f_max:g}"
         )
-    bins = torch.linspace(0.0, sample_rate / 2, n_fft // 2 + 1, dtype=torch.float64)
     lo, hi = hz_to_mel(torch.tensor([f_min, f_max], dtype=torch.float64))
-    edges = mel_to_hz(torch.linspace(float(lo), float(hi), n_mels + 2, dtype=torch.float64))
-    left, centre, right = edges[:-2, None], edges[1:-1, None], edges[2:, None]  # (n_mels, 1)
-    rising = (bins[None, :] - left) / (centre - left)
-    falling = (right - bins[None, :]) / (right - centre)
-    weights = torch.minimum(rising, falling).clamp(min=0.0) * (2.0 / (right - left))
-    empty = (weights.amax(dim=1) == 0).nonzero().flatten().tolist()
+    return mel_to_hz(torch.linspace(float(lo), float(hi), n_mels + 2, dtype=torch.float64))
+
+
+def mel_triangles(bins: Tensor, edges: Tensor) -> Tensor:
+    """Slaney-normalised triangles with corners ``edges`` ``(M + 2,)`` evaluated at the
+    frequencies ``bins`` ``(..., F)`` (Hz): ``(..., F, M)``. With warped bin frequencies
+    (:func:`seqlab.nn.audio_augment.vtlp_warp`) this is VTLP's filterbank."""
+    left, centre, right = edges[:-2], edges[1:-1], edges[2:]  # (M,)
+    f = bins[..., None]  # (..., F, 1)
+    rising = (f - left) / (centre - left)
+    falling = (right - f) / (right - centre)
+    return torch.minimum(rising, falling).clamp(min=0.0) * (2.0 / (right - left))
+
+
+def mel_filterbank(
+    sample_rate: int, n_fft: int, n_mels: int, f_min: float = 0.0, f_max: float | None = None
+) -> Tensor:
+    """Slaney-normalised triangular mel filters, float64 ``(n_fft // 2 + 1, n_mels)`` (see the
+    module). A filter that falls between two FFT bins (all zeros) is an error: fewer mels or
+    a larger ``n_fft``."""
+    edges = mel_edges(sample_rate, n_mels, f_min, f_max)
+    bins = torch.linspace(0.0, sample_rate / 2, n_fft // 2 + 1, dtype=torch.float64)
+    weights = mel_triangles(bins, edges)  # (F, M)
+    empty = (weights.amax(dim=0) == 0).nonzero().flatten().tolist()
     if empty:
         raise ValueError(
             f"mel filterbank: filter(s) {empty} of n_mels={n_mels} cover no FFT bin of "
             f"n_fft={n_fft} at {sample_rate} Hz; use fewer mels or a larger n_fft"
         )
-    return weights.T.contiguous()
+    return weights.contiguous()
 
 
 class LogMel(nn.Module):
@@ -123,6 +151,7 @@ class LogMel(nn.Module):
         self.register_buffer("window", window, persistent=False)
         fb = mel_filterbank(sample_rate, n_fft, n_mels, f_min, f_max)
         self.register_buffer("filters", fb, persistent=False)
+        self.register_buffer("edges", mel_edges(sample_rate, n_mels, f_min, f_max), False)
 
     def num_frames(self, lengths: Tensor) -> Tensor:
         """Frames of clips of ``lengths`` samples (centred framing)."""
@@ -159,9 +188,32 @@ class LogMel(nn.Module):
             )
             return spec.real.square() + spec.imag.square()
 
-    def forward(self, waves: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def filters_for(self, warp: Tensor | None, dtype: torch.dtype) -> Tensor:
+        """The mel filters ``(F, M)``, or with VTLP factors ``warp`` ``(B,)`` each clip's own
+        filters ``(B, F, M)``: the triangles read at the warped bin frequencies
+        (:func:`seqlab.nn.audio_augment.vtlp_warp`; a factor of 1 gives the ``filters`` buffer)."""
+        if warp is None:
+            return self.filters.to(dtype)
+        nyquist = self.sample_rate / 2
+        warped = vtlp_warp(self.bin_hz().to(self.edges.device), warp.to(self.edges.device), nyquist)
+        return mel_triangles(warped, self.edges).to(dtype)  # (B, F, M)
+
+    def bin_hz(self) -> Tensor:
+        """The FFT bins' frequencies (Hz), float64 ``(n_fft // 2 + 1,)``."""
+        return torch.linspace(0.0, self.sample_rate / 2, self.n_fft // 2 + 1, dtype=torch.float64)
+
+    def forward(
+        self,
+        waves: Tensor,
+        lengths: Tensor | None = None,
+        warp: Tensor | None = None,
+        gains: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
         """``(B, N)`` waveforms (each row's first ``lengths`` samples are the clip; default all
-        ``N``) -> ``(B, frames, n_mels)`` log-mel features (dB) and ``(B,)`` frame counts."""
+        ``N``) -> ``(B, frames, n_mels)`` log-mel features (dB) and ``(B,)`` frame counts.
+        Training augmentations: ``warp`` ``(B,)``, VTLP factors, one per clip; ``gains``
+        ``(B, n_fft // 2 + 1)``, power gains per bin (a random microphone,
+        :func:`seqlab.nn.audio_augment.channel_gains`)."""
         if waves.dim() != 2:
             raise ValueError(f"LogMel expects (batch, samples) waveforms, got {tuple(waves.shape)}")
         if lengths is None:
@@ -169,7 +221,9 @@ class LogMel(nn.Module):
         lengths = lengths.to(waves.device)
         with torch.autocast(waves.device.type, enabled=False):
             power = self.power(waves, lengths)  # (B, n_fft // 2 + 1, frames)
-            mel = power.transpose(1, 2) @ self.filters.to(power.dtype)  # (B, frames, n_mels)
+            if gains is not None:
+                power = power * gains.to(power)[:, :, None]
+            mel = power.transpose(1, 2) @ self.filters_for(warp, power.dtype)  # (B, frames, M)
             feats = 10.0 * torch.log10(mel.clamp(min=self.floor))
         frames = self.num_frames(lengths)
         real = torch.arange(feats.shape[1], device=feats.device)[None, :] < frames[:, None]

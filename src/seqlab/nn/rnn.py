@@ -33,6 +33,7 @@ direction``). Batches are batch-first; variable-length batches pass ``lengths`` 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -219,14 +220,7 @@ class RNN(nn.Module):
         self, x: Tensor, states: tuple[Tensor, ...], lengths: Tensor | None
     ) -> tuple[Tensor, tuple[Tensor, ...]]:
         hx = states[0] if self.state_size == 1 else states
-        if lengths is None:
-            output, hx = self.fused(x, hx)  # (B, T, D*H)
-        else:
-            packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            packed_output, hx = self.fused(packed, hx)
-            output, _ = pad_packed_sequence(
-                packed_output, batch_first=True, total_length=x.size(1)
-            )  # (B, T, D*H)
+        output, hx = run_layer(self.fused, x, hx, lengths)  # (B, T, D*H)
         return output, ((hx,) if self.state_size == 1 else tuple(hx))
 
     # -- state ------------------------------------------------------------------------------------
@@ -317,12 +311,59 @@ def run_layer(
     """
     if isinstance(layer, RNN):
         return layer(x, state, lengths)
+    if _CPU_BF16_RNN["works"] is False and _bf16_on_cpu(x):
+        return _run_fused_fp32(layer, x, state, lengths)
+    try:
+        out = _run_fused(layer, x, state, lengths)
+    except RuntimeError as exc:
+        # oneDNN has no bf16 RNN kernel for CPUs without AVX-512 (an AVX2 CPU under bf16
+        # autocast): run the layer in float32 there and return bf16, as a native CPU would
+        if not _bf16_on_cpu(x) or "primitive descriptor" not in str(exc):
+            raise
+        _CPU_BF16_RNN["works"] = False
+        return _run_fused_fp32(layer, x, state, lengths)
+    if _bf16_on_cpu(x):
+        _CPU_BF16_RNN["works"] = True
+    return out
+
+
+#: whether this CPU's fused RNN kernels take bf16 (None: not tried yet)
+_CPU_BF16_RNN: dict[str, bool | None] = {"works": None}
+
+
+def _bf16_on_cpu(x: Tensor) -> bool:
+    """Whether a fused layer would run ``x`` in bf16 on the CPU (bf16 input, or autocast)."""
+    if x.device.type != "cpu":
+        return False
+    autocast = (
+        torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    )
+    return x.dtype == torch.bfloat16 or autocast
+
+
+def _run_fused(
+    layer: nn.Module, x: Tensor, state: State | None, lengths: Tensor | None
+) -> tuple[Tensor, State]:
     if lengths is None:
         return layer(x, state)
     packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
     packed_output, state = layer(packed, state)
     output, _ = pad_packed_sequence(packed_output, batch_first=True, total_length=x.size(1))
     return output, state  # (B, T, D*H)
+
+
+def _run_fused_fp32(
+    layer: nn.Module, x: Tensor, state: State | None, lengths: Tensor | None
+) -> tuple[Tensor, State]:
+    """The fused layer in float32 with autocast off; output and state back in bf16."""
+
+    def cast(s: Any, dtype: torch.dtype) -> Any:
+        return tuple(t.to(dtype) for t in s) if isinstance(s, tuple) else s.to(dtype)
+
+    with torch.autocast("cpu", enabled=False):
+        fp32_state = None if state is None else cast(state, torch.float32)
+        out, new_state = _run_fused(layer, x.float(), fp32_state, lengths)
+    return out.to(torch.bfloat16), cast(new_state, torch.bfloat16)
 
 
 def randomly_truncate(state: tuple[Tensor, ...], keep: float) -> tuple[Tensor, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from seqlab.audio_limits import SERVER_LIMITS
 from seqlab.errors import SeqlabError
 
 
@@ -37,12 +38,18 @@ class Limits(BaseModel):
         4096 * 4096, description="pixels of one uploaded image, before resizing (413)"
     )
     max_audio_seconds: PositiveFloat = Field(
-        30.0, description="seconds of one uploaded recording, read from its header (413)"
+        SERVER_LIMITS.max_seconds,
+        description="seconds of one uploaded recording, read from its header (413); lower than "
+        "seqlab classify's 600 s: a shared server bounds the work one request may cost "
+        "(seqlab.audio_limits)",
     )
     max_sample_rate: PositiveInt = Field(
-        192_000, description="sample rate of one uploaded recording, in Hz (422)"
+        SERVER_LIMITS.max_sample_rate,
+        description="sample rate of one uploaded recording, in Hz (422)",
     )
-    max_channels: PositiveInt = Field(8, description="channels of one uploaded recording (422)")
+    max_channels: PositiveInt = Field(
+        SERVER_LIMITS.max_channels or 8, description="channels of one uploaded recording (422)"
+    )
     max_body_bytes: PositiveInt = Field(16 << 20, description="bytes of a request body (413)")
     timeout_s: PositiveFloat = Field(
         60.0, description="seconds a request may wait and run before it is answered 504"

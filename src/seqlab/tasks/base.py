@@ -66,6 +66,9 @@ class Experiment:
     # validation as the model will be used (beam search where ``evaluate`` decodes greedily):
     # the end-of-training choice between the average and the best checkpoint; None: evaluate
     final_evaluate: Callable[[nn.Module], dict[str, float]] | None = None
+    # after training, on the main process, given the run directory: a last step on the finished
+    # run (an audio run's calibration on validation); what it returns joins the summary
+    finish: Callable[[Path], dict[str, Any]] | None = None
     unit: str = "tok"  # what LossOutput.num_tokens counts, for progress lines
     perplexity: bool = True  # the loss is a per-token cross-entropy: show exp(loss)
 

@@ -3,7 +3,9 @@
 // collects the samples, leading and trailing silence is cut by an energy threshold, and the page
 // writes the rest as a mono 16-bit PCM WAV file at the capture rate itself); then the recording's
 // waveform, the log-mel spectrogram the model read with the attention each frame received (models
-// with self-attention), and the class probabilities as bars.
+// with self-attention), and the class probabilities as bars; or, for a recording the server heard
+// no speech in (silence, or shorter than one analysis window), "no speech detected" and why. A
+// warning the server gives with the answer (a rate below the model's) is shown beside it.
 // The frame (seqlab serve's static/app.js) calls mount(section, model, page).
 
 const MAX_SECONDS = 3;        // a recording stops by itself after this long
@@ -204,7 +206,10 @@ export function mount(section, model, page) {
   section.innerHTML = FORM;
   const $ = (id) => section.querySelector("#" + id);
   const { el, output } = page;
-  page.describe(`reads ${model.sample_rate} Hz`);
+  const calibrated = model.temperature && model.temperature !== 1;
+  page.describe(`reads ${model.sample_rate} Hz` + (calibrated
+    ? `; probabilities calibrated on validation speakers (temperature ${model.temperature.toFixed(2)})`
+    : ""));
   let playing = null;   // the player's object URL
   let stop = null;      // while recording: stops it
   let starting = false;
@@ -224,21 +229,31 @@ export function mount(section, model, page) {
     return canvas;
   }
 
+  // The answer: the label and the likeliest labels' bars, or "no speech detected" and why (the
+  // model was not asked); beside it, what it should be read with (a rate below the model's).
   function show(r, sound) {
     const box = el("div", { class: "result" });
     const best = el("div", { class: "audio-best" });
-    best.append(el("strong", { id: "audio-label" }, r.label), ` ${(100 * r.probability).toFixed(1)}%`);
-    box.append(el("div", { class: "muted" }, `${sound.what}: ${r.seconds.toFixed(2)} s at ${r.sample_rate} Hz`), best);
-    const probs = el("div", { class: "probs" });
-    const ranked = Object.entries(r.probabilities).sort((a, b) => b[1] - a[1]);
-    for (const [label, p] of ranked.slice(0, SHOWN_LABELS)) {
-      const line = el("div");
-      const bar = el("span", { class: "bar" });
-      bar.style.width = `${Math.max(1, 120 * p)}px`;
-      line.append(bar, `${label} ${(100 * p).toFixed(1)}%`);
-      probs.append(line);
+    if (r.speech) {
+      best.append(el("strong", { id: "audio-label" }, r.label), ` ${(100 * r.probability).toFixed(1)}%`);
+    } else {
+      best.append(el("strong", { id: "audio-label" }, "no speech detected"), " ",
+        el("span", { id: "audio-reason", class: "muted" }, r.reason));
     }
-    box.append(probs);
+    box.append(el("div", { class: "muted" }, `${sound.what}: ${r.seconds.toFixed(2)} s at ${r.sample_rate} Hz`), best);
+    for (const w of r.warnings) box.append(el("p", { class: "note audio-warning" }, `warning: ${w}`));
+    if (r.speech) {
+      const probs = el("div", { class: "probs" });
+      const ranked = Object.entries(r.probabilities).sort((a, b) => b[1] - a[1]);
+      for (const [label, p] of ranked.slice(0, SHOWN_LABELS)) {
+        const line = el("div");
+        const bar = el("span", { class: "bar" });
+        bar.style.width = `${Math.max(1, 120 * p)}px`;
+        line.append(bar, `${label} ${(100 * p).toFixed(1)}%`);
+        probs.append(line);
+      }
+      box.append(probs);
+    }
     output.append(box);
 
     const frames = r.features ? r.features.length : 0;

@@ -4,49 +4,109 @@ scores on a split, and where its attention went over time.
 It is a third kind of :class:`~seqlab.tasks.classification.base.Classifier`: labels, scores,
 evaluation (accuracy, macro-F1, the confusion matrix) and ``seqlab classify`` are the
 classifiers' own; what is written here is how a recording becomes what the model reads. A
-recording is a WAV file (a path), a file's bytes, or raw ``(samples, rate)``; it is read as mono
-float samples at the model's rate (``data.sample_rate``; :func:`seqlab.data.audio.read_audio`
-downmixes and resamples), and the model's front end turns the padded waveforms into log-mel
+recording (a path, a WAV file's bytes or file object, or ``(samples, rate)``) is read, or
+refused, by :func:`seqlab.data.audio.load_clip`, the check the server calls too: mono float
+samples at the model's rate (``data.sample_rate``), with its warnings (a rate below the
+model's: :class:`~seqlab.data.audio.LowRateWarning`), which the Python API and the command line
+issue with ``warnings.warn``. The model's front end turns the padded waveforms into log-mel
 frames (:class:`seqlab.models.audio.AudioClassifier`).
+
+**No speech is an answer.** Before the model is asked, the no-speech detector
+(:mod:`seqlab.data.speech`, on the model's own analysis frames) hears each clip; one with no
+frame at or above :data:`~seqlab.data.speech.SPEECH_DBFS`, or shorter than one analysis window,
+is given no label: ``classify`` answers ``(None, 0.0)``, ``probabilities`` a row of zeros,
+``speech`` the reason, ``seqlab classify`` prints ``no speech`` in the label column, and no
+attention is drawn for it (``attention`` and ``over_time`` raise :class:`NoSpeech`). ``score``
+and ``evaluate`` refuse recordings with no speech: they have no label to score (every FSDD
+recording is speech, see :mod:`seqlab.data.speech`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from seqlab import catalog
 from seqlab.config import ExperimentConfig
-from seqlab.data.audio import AudioSource, read_audio
+from seqlab.data.audio import LOCAL_LIMITS, AudioError, AudioSource, Clip, load_clip, warn_about
 from seqlab.data.audio_batching import AudioBatches, pad_waves
+from seqlab.data.speech import Speech, detect_speech
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.runtime.precision import autocast
 from seqlab.storage.outputs import RULE
 from seqlab.tasks.base import Run, load_weights
-from seqlab.tasks.classification.base import Classes, Classifier, forward_batches
+from seqlab.tasks.classification.base import Classes, Classifications, Classifier, forward_batches
+from seqlab.tasks.classification.calibration import CALIBRATION, Calibration
 from seqlab.tasks.options import Option
 
-#: the longest recording read (seconds); the server has its own limit (``max_audio_seconds``)
-MAX_SECONDS = 600.0
+#: what ``seqlab classify`` prints in the label column of a recording with no speech
+NO_SPEECH = "no speech"
+#: the longest recording the command line and the Python API read (seconds): named, with the
+#: server's and the reason they differ, in :data:`seqlab.audio_limits.LOCAL_LIMITS`
+MAX_SECONDS = LOCAL_LIMITS.max_seconds
+
+
+def _is_rate(x: Any) -> bool:
+    if isinstance(x, Tensor):
+        return x.ndim == 0
+    return isinstance(x, int | float | np.number) and not isinstance(x, bool | np.bool_)
 
 
 def _single(items: Any) -> bool:
-    """Whether ``items`` is one recording (a path, bytes, or ``(samples, rate)``)."""
-    if isinstance(items, str | os.PathLike | bytes | bytearray):
+    """Whether ``items`` is one recording (a path, bytes, a file object, ``(samples, rate)``, or
+    anything else that is not a list of them: it is then refused as one, by its type)."""
+    if isinstance(items, str | os.PathLike | bytes | bytearray | memoryview):
         return True
-    return isinstance(items, tuple) and len(items) == 2 and isinstance(items[1], int)
+    if isinstance(items, tuple):
+        return (
+            len(items) == 2 and _is_rate(items[1]) and not isinstance(items[0], str | os.PathLike)
+        )
+    return not isinstance(items, Sequence)
 
 
 def _name(item: Any, i: int) -> str:
+    if isinstance(item, Clip):
+        return item.source
     if isinstance(item, str | os.PathLike):
         return str(item)
-    return f"recording {i}" if not isinstance(item, tuple) else f"array {i}"
+    if isinstance(item, tuple | np.ndarray | Tensor):
+        return f"array {i}"
+    named = getattr(item, "name", None)
+    return named if isinstance(named, str) else f"recording {i}"
+
+
+class NoSpeech(AudioError):
+    """A recording with no speech in it was asked for what only speech has (its attention)."""
+
+
+@dataclass
+class Recordings(Classifications):
+    """``seqlab classify``'s answer for recordings: a label and its probability, or no speech
+    (the label None, the probability 0) and why (:class:`seqlab.data.speech.Speech`)."""
+
+    speech: list[Speech] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """``LABEL<TAB>PROBABILITY<TAB>FILE`` per recording; ``no speech<TAB>0.0000<TAB>FILE``
+        for one with no speech."""
+        return [
+            f"{NO_SPEECH if label is None else label}\t{prob:.4f}\t{item}"
+            for item, (label, prob) in zip(self.items, self.found, strict=True)
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        rows = super().to_json()["classifications"]
+        for row, heard in zip(rows, self.speech, strict=True):
+            row.update(speech=heard.heard, reason=heard.reason)
+        return {"classifications": rows}
 
 
 class ClipClassifier(Classifier):
@@ -79,7 +139,13 @@ class ClipClassifier(Classifier):
     def load(cls, run: Run) -> ClipClassifier:
         classes = Classes.load(run.file("classes.json"))
         model = model_of(run.cfg, len(classes.labels))
-        return cls(load_weights(model, run), run.cfg, classes, run)
+        load_weights(model, run)
+        calibration = run.run_dir / CALIBRATION
+        if calibration.is_file():  # chosen for the best checkpoint; another stays at T = 1
+            found = Calibration.load(calibration)
+            if found.checkpoint in ("", run.checkpoint.name):
+                model.temperature.fill_(found.temperature)
+        return cls(model, run.cfg, classes, run)
 
     @property
     def rate(self) -> int:
@@ -108,43 +174,135 @@ class ClipClassifier(Classifier):
         return bool(getattr(self.model, "has_attention", False))
 
     # ----------------------------------------------------------------------------- reading
-    def read(self, item: AudioSource, name: str, max_seconds: float | None = None) -> Tensor:
-        """One recording as the model reads it: mono float samples ``(N,)`` at :attr:`rate`;
-        longer than ``max_seconds`` (default and at most: :attr:`max_seconds`) is an error."""
+    def read_clip(self, item: Any, name: str, max_seconds: float | None = None) -> Clip:
+        """One recording as the model reads it (:func:`seqlab.data.audio.load_clip`: mono at
+        :attr:`rate`, with its warnings, not issued); longer than ``max_seconds`` (default and
+        at most: :attr:`max_seconds`) is an error."""
+        if isinstance(item, Clip):
+            return item
         limit = min(max_seconds or self.max_seconds, self.max_seconds)
-        samples, _ = read_audio(item, rate=self.rate, max_seconds=limit, name=name)
-        return torch.from_numpy(samples)
+        return load_clip(item, rate=self.rate, max_seconds=limit, name=name)
+
+    def read(self, item: AudioSource, name: str, max_seconds: float | None = None) -> Tensor:
+        """One recording's samples ``(N,)`` at :attr:`rate` (:meth:`read_clip`), its warnings
+        issued (``warnings.warn``)."""
+        clip = self.read_clip(item, name, max_seconds)
+        warn_about(clip, stacklevel=3)
+        return clip.samples
+
+    def _wave(self, item: Any) -> tuple[Tensor, str]:
+        """One recording's samples at :attr:`rate` and its name (a tensor: read already)."""
+        if isinstance(item, Tensor) and item.ndim == 1 and item.is_floating_point():
+            return item, "the recording"
+        if isinstance(item, Clip):
+            return item.samples, item.source
+        name = _name(item, 1)
+        return self.read(item, name), name
 
     def encode(self, items: Sequence[Any] | Tensor) -> list[Tensor]:
-        if isinstance(items, Tensor):
-            raise SeqlabError(
-                "give recordings as WAV files, bytes or (samples, rate) pairs, not one tensor"
-            )
-        return [self.read(item, _name(item, i)) for i, item in enumerate(items, start=1)]
+        return self._many(items)[0]
+
+    def _many(self, items: Any) -> tuple[list[Tensor], list[str], bool]:
+        """Each recording's samples (warnings issued) and name, and whether one was given."""
+        single = _single(items)
+        items = [items] if single else list(items)
+        names = [_name(item, i) for i, item in enumerate(items, start=1)]
+        return [self.read(x, n) for x, n in zip(items, names, strict=True)], names, single
+
+    def speech_of(self, waves: Sequence[Tensor], batch_size: int = 64) -> list[Speech]:
+        """The no-speech detector's answer for clips already read (:meth:`read`), in batches
+        (:func:`seqlab.data.speech.detect_speech` on the model's analysis frames)."""
+        f = self.cfg.model.features
+        out: list[Speech] = []
+        for start in range(0, len(waves), batch_size):
+            padded, lengths = pad_waves(waves[start : start + batch_size])
+            out += detect_speech(padded, lengths, self.rate, f.win_length, f.hop_length)
+        return out
+
+    def speech(self, items: Any, batch_size: int = 64) -> Any:
+        """Whether each recording holds speech, and why not
+        (:class:`~seqlab.data.speech.Speech`); one answer for one recording."""
+        waves, _, single = self._many(items)
+        found = self.speech_of(waves, batch_size)
+        return found[0] if single else found
+
+    def heard_of(
+        self, waves: Sequence[Tensor], batch_size: int = 64
+    ) -> tuple[Tensor, list[Speech]]:
+        """Class probabilities ``(N, C)`` of clips already read, a row of zeros where the
+        detector heard no speech (the model is not asked), and each clip's
+        :class:`~seqlab.data.speech.Speech`."""
+        speech = self.speech_of(waves, batch_size)
+        probs = torch.zeros(len(waves), len(self.labels))
+        heard = [i for i, s in enumerate(speech) if s.heard]
+        if heard:
+            probs[heard] = self.probabilities_of([waves[i] for i in heard], batch_size)
+        return probs, speech
 
     def probabilities(self, items: Any, batch_size: int = 64) -> Tensor:  # type: ignore[override]
-        """Class probabilities ``(N, C)`` of recordings (paths, bytes or ``(samples, rate)``);
-        ``(C,)`` for one recording."""
-        if _single(items):
-            return self.probabilities([items], batch_size)[0]
-        waves = self.encode(list(items))
-        return self.probabilities_of(waves, batch_size)
+        """Class probabilities ``(N, C)`` of recordings (paths, bytes, file objects or
+        ``(samples, rate)``); ``(C,)`` for one recording. A recording with no speech has a row
+        of zeros (:meth:`speech` says why)."""
+        waves, _, single = self._many(items)
+        probs, _ = self.heard_of(waves, batch_size)
+        return probs[0] if single else probs
 
     def probabilities_of(self, waves: Sequence[Tensor], batch_size: int = 64) -> Tensor:
-        """Class probabilities ``(N, C)`` of clips already read (:meth:`read`)."""
+        """The model's class probabilities ``(N, C)`` of clips already read (:meth:`read`), with
+        no speech detection (:meth:`heard_of` has it)."""
         if not waves:
             return torch.zeros(0, len(self.labels))
         batches = AudioBatches(waves, [0] * len(waves), batch_size, shuffle=False, bucket=False)
         logits, _ = forward_batches(self.model, batches, self.precision)
         return logits.softmax(-1)
 
+    def _found(self, probs: Tensor, speech: Sequence[Speech]) -> list[tuple[str | None, float]]:
+        return [
+            (self.labels[int(p.argmax())], float(p.max())) if s.heard else (None, 0.0)
+            for p, s in zip(probs, speech, strict=True)
+        ]
+
     def classify(self, items: Any, batch_size: int = 64) -> Any:
-        """The most probable label of each recording with its probability; one pair for one
-        recording (a path, bytes or ``(samples, rate)``)."""
-        single = _single(items)
-        probs = self.probabilities([items] if single else items, batch_size)
-        found = [(self.labels[int(p.argmax())], float(p.max())) for p in probs]
+        """The most probable label of each recording with its probability, ``(None, 0.0)`` for
+        one with no speech; one pair for one recording (a path, bytes, a file object or
+        ``(samples, rate)``)."""
+        waves, _, single = self._many(items)
+        found = self._found(*self.heard_of(waves, batch_size))
         return found[0] if single else found
+
+    def predict(
+        self,
+        inputs: Sequence[Any] | Any,
+        *,
+        attention_png: str | Path | None = None,
+        layer: int = -1,
+        numbers: Sequence[int] | None = None,
+    ) -> Recordings:
+        """``seqlab classify``: each recording's label, or no speech (the reason as a note);
+        with ``attention_png`` its spectrogram and attention drawn into that directory,
+        ``attention-NNNN.png`` after its input line (``numbers``), except for a recording with
+        no speech (a note says so)."""
+        self.check("classify", {"attention_png": attention_png})
+        items = [inputs] if _single(inputs) else list(inputs)
+        numbers = list(numbers) if numbers is not None else list(range(1, len(items) + 1))
+        clips = [self.read_clip(x, _name(x, n)) for x, n in zip(items, numbers, strict=True)]
+        for clip in clips:
+            warn_about(clip, stacklevel=3)
+        probs, speech = self.heard_of([c.samples for c in clips])
+        found = self._found(probs, speech)
+        out = Recordings([c.source for c in clips], found, speech=speech)
+        out.notes += [
+            f"{c.source}: no speech: {s.reason}"
+            for c, s in zip(clips, speech, strict=True)
+            if s.reason
+        ]
+        if attention_png:
+            for number, clip, heard in zip(numbers, clips, speech, strict=True):
+                if heard.heard:
+                    out.figures += self._draw_attention(Path(attention_png), number, clip, layer)
+                else:
+                    out.notes.append(f"{clip.source}: no attention figure: no speech to attend to")
+        return out
 
     def split_examples(self, split: str) -> tuple[list[Tensor], list[str]]:
         examples = catalog.datasets()[self.cfg.data.dataset].read(
@@ -158,8 +316,17 @@ class ClipClassifier(Classifier):
         return [c.samples for c, _ in examples[split]], [label for _, label in examples[split]]
 
     def score(self, items: Any, labels: Any) -> dict[str, Any]:
+        """Accuracy, macro-F1 and the confusion matrix (the classifiers' own); a recording with
+        no speech has no label to score and is refused."""
         if items and isinstance(items[0], Tensor):  # clips of a split, read already
             items = [(w.numpy(), self.rate) for w in items]
+        waves, names, _ = self._many(items)
+        silent = [(n, s) for n, s in zip(names, self.speech_of(waves), strict=True) if not s.heard]
+        if silent:
+            raise AudioError(
+                f"{silent[0][0]}: no speech ({silent[0][1].reason}); {len(silent)} of "
+                f"{len(waves)} recording(s) have none and no label to score: leave them out"
+            )
         return super().score(items, labels)
 
     # --------------------------------------------------------------------------- attention
@@ -167,7 +334,7 @@ class ClipClassifier(Classifier):
     def frames(self, item: Any) -> tuple[Tensor, Tensor]:
         """What the model reads of one recording: normalised log-mel frames ``(T, n_mels)``,
         and the recording itself ``(N,)`` at :attr:`rate`."""
-        wave = item if isinstance(item, Tensor) else self.read(item, _name(item, 1))
+        wave, _ = self._wave(item)
         waves, lengths = pad_waves([wave])
         feats, frames = self.model.features(waves, lengths)
         return feats[0, : int(frames[0])].float(), wave
@@ -176,9 +343,10 @@ class ClipClassifier(Classifier):
     def attention(self, item: Any) -> tuple[list[str], list[Tensor]]:
         """Self-attention over one recording: each position's name (a frame's time, ``0.25s``;
         ``[CLS]``; or a spectrogram patch, ``t0.40s m8``) and each layer's weights
-        ``(h, T, T)``."""
+        ``(h, T, T)``. A recording with no speech has none: :class:`NoSpeech`."""
         self._needs_attention()
-        wave = item if isinstance(item, Tensor) else self.read(item, _name(item, 1))
+        wave, name = self._wave(item)
+        self._needs_speech(wave, name)
         waves, lengths = pad_waves([wave])
         with autocast(self.precision):
             weights = [w[0].float().cpu() for w in self.model.attention(waves, lengths)]
@@ -208,7 +376,9 @@ class ClipClassifier(Classifier):
         each frame, the share of the last layer's attention (averaged over heads and queries)
         that it receives ``(T,)``, summing to 1. A ``[CLS]`` position's own share is left out;
         a ViT's patches give their share to the frames they cover (summed over mel rows)."""
-        feats, wave = self.frames(item)
+        wave, name = self._wave(item)
+        self._needs_speech(wave, name)
+        feats, _ = self.frames(wave)
         _, weights = self.attention(wave)
         received = weights[-1].mean(0).mean(0)  # (T',): each key's mean weight over queries
         grid = getattr(self.model, "patch_grid", None)
@@ -226,13 +396,20 @@ class ClipClassifier(Classifier):
     def figures_of(self, item: Any, weights: list[Tensor], stem: str) -> list[Path]:
         from seqlab.tasks.audio.figures import plot_spectrogram_attention  # deferred: matplotlib
 
-        feats, received = self.over_time(item)
-        title = f"{_name(item, 1)}: {self.classify([item])[0][0]}"
+        wave, name = self._wave(item)
+        feats, received = self.over_time(wave)
+        probs, speech = self.heard_of([wave])
+        title = f"{name}: {self._found(probs, speech)[0][0]}"
         return [plot_spectrogram_attention(feats, received, self.hop_seconds, f"{stem}.png", title)]
 
     def _draw_attention(self, directory: Path, number: int, item: Any, layer: int) -> list[Path]:
         """The spectrogram with its attention over time (``attention-NNNN.png``)."""
         return self.figures_of(item, [], str(directory / f"attention-{number:04d}"))
+
+    def _needs_speech(self, wave: Tensor, name: str) -> None:
+        (heard,) = self.speech_of([wave])
+        if not heard.heard:
+            raise NoSpeech(f"{name}: no speech ({heard.reason}): no attention to show")
 
     def _needs_attention(self) -> None:
         if not self.has_attention:

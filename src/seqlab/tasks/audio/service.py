@@ -2,12 +2,17 @@
 as WAV files, and on request the log-mel frames the model read with its attention over time),
 declared once as :data:`SERVICE`.
 
-A recording is checked against the server's limits from its header, before anything is
-decoded: its size in bytes (``max_upload_bytes``, 413), its length in seconds
+A recording passes the check every surface calls (:mod:`seqlab.data.audio`), header first:
+its header is checked against the file (:func:`seqlab.data.wav.wav_info`: not a WAV, a sample
+rate outside 1–768 kHz, a ``data`` size that disagrees with the file are each a 422 naming the
+recording, in the words ``seqlab classify`` uses), then against the server's limits before
+anything is decoded: its size in bytes (``max_upload_bytes``, 413), its length in seconds
 (``max_audio_seconds``, 413), its sample rate (``max_sample_rate``, 422) and channels
-(``max_channels``, 422); then it is read as the command line reads a file
-(:func:`seqlab.data.audio.read_audio`: not a WAV, truncated, empty, NaN or infinite samples are
-each a 422 naming the recording).
+(``max_channels``, 422). The server's defaults are lower than the command line's, and why, is
+said once: :mod:`seqlab.audio_limits`. Then it is read as the command line reads a
+file (:func:`seqlab.data.audio.load_clip`), and heard by the no-speech detector: a result with
+no speech has ``label: null``, ``speech: false`` and the ``reason``; a recording below the
+model's rate has its warning in ``warnings``.
 """
 
 from __future__ import annotations
@@ -18,11 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import soundfile
 from pydantic import BaseModel, Field
-from torch import Tensor
 
-from seqlab.data.audio import AudioError
+from seqlab.data.audio import AudioError, Clip
+from seqlab.data.wav import wav_info
 from seqlab.serve.limits import LimitExceeded, Limits, check
 from seqlab.serve.service import (
     Handler,
@@ -50,9 +54,20 @@ class AudioRequest(Request):
 
 
 class Heard(BaseModel):
-    label: str
-    probability: float
-    probabilities: dict[str, float]
+    label: str | None = Field(description="the most probable label; null: no speech")
+    probability: float = Field(description="its probability (0 when no speech)")
+    probabilities: dict[str, float] = Field(description="every label's (all 0 when no speech)")
+    speech: bool = Field(
+        description="whether the no-speech detector heard anything: false for silence, "
+        "near-silence (no 25 ms frame at or above -60 dBFS) or a clip shorter than one "
+        "analysis window; the model is then not asked"
+    )
+    reason: str | None = Field(None, description="why no speech (null when speech)")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="what the answer should be read beside: a sample rate below the model's "
+        "(upsampling cannot restore what the recording lacks), channels that cancel out",
+    )
     seconds: float = Field(description="the recording's length")
     sample_rate: int = Field(description="the recording's own rate (it is resampled)")
     features: list[list[float]] | None = Field(
@@ -78,28 +93,28 @@ class Recording:
 
 
 def _header(data: bytes, where: str, limits: Limits) -> Recording:
-    """The recording's header, checked against the limits before it is decoded."""
+    """The recording's header, checked (as every surface checks it) and held against the
+    server's limits before anything is decoded."""
     try:
-        info = soundfile.info(io.BytesIO(data))
-    except (RuntimeError, soundfile.LibsndfileError):
-        raise InputError(f"{where}: not a WAV file (libsndfile cannot read it)") from None
-    if info.samplerate > limits.max_sample_rate:
+        info = wav_info(io.BytesIO(data), where)
+    except AudioError as exc:
+        raise InputError(str(exc)) from None
+    if info.rate > limits.max_sample_rate:
         raise LimitExceeded(
-            f"{where}'s sample rate is {info.samplerate} Hz, over the server's limit "
+            f"{where}'s sample rate is {info.rate} Hz, over the server's limit "
             f"max_sample_rate={limits.max_sample_rate}",
             "max_sample_rate",
             422,
         )
     check(info.channels, limits, "max_channels", f"{where}'s channels")
-    seconds = info.frames / info.samplerate if info.samplerate else 0.0
-    if seconds > limits.max_audio_seconds:
+    if info.seconds > limits.max_audio_seconds:
         raise LimitExceeded(
-            f"{where} is {seconds:.1f} s long, over the server's limit "
+            f"{where} is {info.seconds:.1f} s long, over the server's limit "
             f"max_audio_seconds={limits.max_audio_seconds:g}",
             "max_audio_seconds",
             413,
         )
-    return Recording(data, where, seconds, int(info.samplerate))
+    return Recording(data, where, info.seconds, info.rate)
 
 
 class AudioHandler(Handler):
@@ -112,6 +127,8 @@ class AudioHandler(Handler):
             "input": "audio",
             "sample_rate": p.rate,
             "attention": p.attention_kinds,
+            # the softmax temperature chosen on validation (calibration.json; 1: uncalibrated)
+            "temperature": round(float(getattr(p.model, "temperature", 1.0)), 4),
         }
 
     def prepare(self, request: AudioRequest) -> tuple[Any, int]:
@@ -144,26 +161,29 @@ class AudioHandler(Handler):
     def _answer(self, work: tuple[list[Recording], bool, bool]) -> AudioResponse:
         recordings, attention, features = work
         p = self.predictor
-        waves: list[Tensor] = []
+        clips: list[Clip] = []
         for r in recordings:
             try:
-                waves.append(p.read(r.data, r.name, self.limits.max_audio_seconds))
+                clips.append(p.read_clip(r.data, r.name, self.limits.max_audio_seconds))
             except AudioError as exc:
                 raise InputError(str(exc)) from None
-        probs = p.probabilities_of(waves, self.limits.max_batch)
+        probs, speech = p.heard_of([c.samples for c in clips], self.limits.max_batch)
         results = []
-        for r, wave, row in zip(recordings, waves, probs, strict=True):
+        for r, clip, row, heard in zip(recordings, clips, probs, speech, strict=True):
             best = int(row.argmax())
             feats = received = None
-            if attention:
-                feats, received = p.over_time(wave)
-            elif features:
-                feats, _ = p.frames(wave)
+            if attention and heard.heard:
+                feats, received = p.over_time(clip.samples)
+            elif (features or attention) and heard.heard:
+                feats, _ = p.frames(clip.samples)
             results.append(
                 Heard(
-                    label=p.labels[best],
+                    label=p.labels[best] if heard.heard else None,
                     probability=float(row[best]),
                     probabilities={lab: float(q) for lab, q in zip(p.labels, row, strict=True)},
+                    speech=heard.heard,
+                    reason=heard.reason,
+                    warnings=[str(w) for w in clip.warnings],
                     seconds=r.seconds,
                     sample_rate=r.rate,
                     features=None if feats is None else weights(feats),

@@ -2,6 +2,11 @@
 feature normalisation measured on the training clips, batches of padded waveforms, the
 classifiers' cross-entropy and validation by accuracy (:func:`build_experiment`).
 
+**Calibration.** After training, the best checkpoint's logits on the validation split choose a
+softmax temperature (Guo et al. 2017; :mod:`seqlab.tasks.classification.calibration`), written
+to ``calibration.json`` and applied when the run is loaded: with ``data.val_speaker`` the
+probabilities are those of a voice the model never trained on.
+
 **Normalisation.** Each log-mel channel is standardised by the mean and standard deviation of
 that channel over every frame of the training clips (never validation or test), measured once
 before training and stored in the model's weights
@@ -23,13 +28,15 @@ from seqlab.errors import DataError
 from seqlab.nn.audio import feature_stats
 from seqlab.objective import Selection
 from seqlab.runtime.progress import progress
+from seqlab.storage import checkpoints as ckpt
 from seqlab.tasks.audio.predictor import ClipClassifier, model_of
 from seqlab.tasks.base import Experiment
-from seqlab.tasks.classification.base import Classes
+from seqlab.tasks.classification.base import Classes, forward_batches
+from seqlab.tasks.classification.calibration import CALIBRATION, Calibration
 from seqlab.tasks.classification.training import cross_entropy_loss, validation
 
 #: files an audio run holds besides its config and checkpoints
-ARTEFACTS = ("classes.json",)
+ARTEFACTS = ("classes.json", CALIBRATION)
 #: an audio classifier chooses checkpoints by validation accuracy, higher is better
 SELECT = Selection("val_acc", "max")
 
@@ -91,6 +98,17 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
     model = model_of(cfg, len(classes.labels))
     if run_dir is None:  # resuming: the checkpoint holds them
         model.set_normalisation(*normalisation(model, batches("train", 64, False)))  # type: ignore[operator]
+
+    def calibrate(run_dir: Path) -> dict[str, object]:
+        """Fit the temperature of the best checkpoint on validation (``calibration.json``)."""
+        best = ckpt.find(run_dir, "best")
+        fresh = model_of(cfg, len(classes.labels))
+        ckpt.load_model_weights(fresh, best)
+        logits, labels = forward_batches(fresh.eval(), val)
+        found = Calibration.fit(logits, labels, "val", best.name)
+        found.save(run_dir / CALIBRATION)
+        return {"calibration": found.summary()}
+
     return Experiment(
         model=model,
         train_batches=train,
@@ -100,6 +118,7 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
         save_artefacts=lambda directory: classes.save(directory / "classes.json"),
         predictor=ClipClassifier(model, cfg, classes),
         meta={"num_classes": len(classes.labels)},
+        finish=calibrate,
         unit="ex",
         perplexity=False,
     )
