@@ -357,3 +357,25 @@ def test_randomized_truncation_cuts_the_recurrent_path_and_is_unbiased():
     torch.testing.assert_close(_grads_wrt_inputs(half, x), full)
     with pytest.raises(ValueError, match="randomized truncation needs backend='scratch'"):
         RNN("gru", I, H, backend="fused", truncation_keep=0.5)
+
+
+def test_fused_layers_run_under_bf16_autocast_on_any_cpu_and_the_probe_draws_no_randoms():
+    """oneDNN has no bf16 LSTM kernel on AVX2 CPUs: run_layer runs such a layer in float32
+    (close to the float32 result); the one-off probe of the CPU's kernels
+    leaves the caller's random numbers as they were."""
+    from seqlab.nn import rnn as rnn_module
+
+    rnn_module._BF16_KERNEL.clear()
+    torch.manual_seed(0)
+    want = torch.rand(3)
+    torch.manual_seed(0)
+    rnn_module.bf16_kernel(torch.nn.LSTM)
+    assert torch.equal(torch.rand(3), want)
+    for kind in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN):
+        torch.manual_seed(1)
+        layer = kind(4, 5, batch_first=True)
+        x = torch.randn(2, 6, 4)
+        full, _ = rnn_module.run_layer(layer, x, lengths=torch.tensor([6, 3]))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low, _ = rnn_module.run_layer(layer, x, lengths=torch.tensor([6, 3]))
+        torch.testing.assert_close(low.float(), full, atol=0.05, rtol=0)

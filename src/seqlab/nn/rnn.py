@@ -311,24 +311,32 @@ def run_layer(
     """
     if isinstance(layer, RNN):
         return layer(x, state, lengths)
-    if _CPU_BF16_RNN["works"] is False and _bf16_on_cpu(x):
-        return _run_fused_fp32(layer, x, state, lengths)
-    try:
-        out = _run_fused(layer, x, state, lengths)
-    except RuntimeError as exc:
-        # oneDNN has no bf16 RNN kernel for CPUs without AVX-512 (an AVX2 CPU under bf16
+    fp32_weights = next(layer.parameters()).dtype == torch.float32
+    if _bf16_on_cpu(x) and fp32_weights and not bf16_kernel(type(layer)):
+        # oneDNN has no bf16 LSTM kernel for CPUs without AVX-512 (an AVX2 CPU under bf16
         # autocast): run the layer in float32 there and return bf16, as a native CPU would
-        if not _bf16_on_cpu(x) or "primitive descriptor" not in str(exc):
-            raise
-        _CPU_BF16_RNN["works"] = False
         return _run_fused_fp32(layer, x, state, lengths)
-    if _bf16_on_cpu(x):
-        _CPU_BF16_RNN["works"] = True
-    return out
+    return _run_fused(layer, x, state, lengths)
 
 
-#: whether this CPU's fused RNN kernels take bf16 (None: not tried yet)
-_CPU_BF16_RNN: dict[str, bool | None] = {"works": None}
+#: per fused layer class: whether this CPU runs it in bf16 (probed once, see bf16_kernel)
+_BF16_KERNEL: dict[type, bool] = {}
+
+
+def bf16_kernel(kind: type) -> bool:
+    """Whether this CPU has a bf16 kernel for the fused layer class ``kind`` (``nn.LSTM`` has
+    none on AVX2 CPUs; ``nn.GRU`` and ``nn.RNN`` do). Probed once per class on a one-unit
+    layer under bf16 autocast, inside ``torch.random.fork_rng``, so the caller's random
+    numbers (dropout masks) are the same whether or not the probe ran."""
+    if kind not in _BF16_KERNEL:
+        with torch.random.fork_rng(devices=[]), torch.autocast("cpu", dtype=torch.bfloat16):
+            probe = kind(1, 1, batch_first=True)
+            try:
+                probe(torch.zeros(1, 1, 1))
+                _BF16_KERNEL[kind] = True
+            except RuntimeError:
+                _BF16_KERNEL[kind] = False
+    return _BF16_KERNEL[kind]
 
 
 def _bf16_on_cpu(x: Tensor) -> bool:

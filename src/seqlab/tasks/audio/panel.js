@@ -208,7 +208,7 @@ export function mount(section, model, page) {
   const { el, output } = page;
   const calibrated = model.temperature && model.temperature !== 1;
   page.describe(`reads ${model.sample_rate} Hz` + (calibrated
-    ? `; probabilities calibrated on validation speakers (temperature ${model.temperature.toFixed(2)})`
+    ? `; probabilities calibrated on its validation split (temperature ${model.temperature.toFixed(2)})`
     : ""));
   let playing = null;   // the player's object URL
   let stop = null;      // while recording: stops it
