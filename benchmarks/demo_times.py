@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from seqlab.atomic import atomic_write_json
 from seqlab.demos import DEMOS
 from seqlab.runtime.machine import machine
 from seqlab.runtime.precision import resolve_precision
-from seqlab.storage.atomic import atomic_write_json
 
 GOAL_S = 120.0
 SKIP = {"dates": "make demo", "vit-vs-cnn": "its own --max-minutes budget"}

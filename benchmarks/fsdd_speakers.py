@@ -38,7 +38,7 @@ from seqlab.config import load_config
 from seqlab.experiment import train
 from seqlab.runtime.machine import machine
 from seqlab.tasks import load
-from seqlab.tasks.classification.calibration import expected_calibration_error
+from seqlab.tasks.classifier.calibration import expected_calibration_error
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -57,14 +57,14 @@ import torch
 from seqlab import catalog
 from seqlab.analysis.layer_costs import fitted_slope, peak_memory_bytes
 from seqlab.analysis.layer_costs_report import parse_lengths
+from seqlab.analysis.summary import claim, numbers_line
+from seqlab.atomic import atomic_write_json
 from seqlab.config import TrainConfig
-from seqlab.demos.summary import claim, numbers_line
 from seqlab.models.transformer_lm import TransformerLanguageModel, TransformerLMConfig
 from seqlab.nn.attention import KVCache
 from seqlab.nn.linear_attention import LinearAttentionState
 from seqlab.runtime.machine import machine, set_threads
 from seqlab.runtime.precision import Resolved, autocast, native_bf16, resolve_precision
-from seqlab.storage.atomic import atomic_write_json
 from seqlab.tasks.language_modeling import lm_loss
 from seqlab.training.optim import build_optimizer
 

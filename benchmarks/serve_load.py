@@ -59,7 +59,7 @@ import httpx
 from seqlab import load
 from seqlab.export.ctranslate2 import engine_workers, give_cores_to_ctranslate2
 from seqlab.runtime.machine import machine, set_threads
-from seqlab.serve.limits import Limits
+from seqlab.serving.limits import Limits
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks.translation import load_pairs
 
@@ -138,7 +138,7 @@ def serve_instant(
 
     models = load_models([f"bench={run}"])
     translator = models["bench"]
-    first = translator.hypotheses(["saturday 9 may 1998"], engine="pytorch")[0][0].tokens
+    first = translator.hypotheses(["saturday 9 may 1998"], engine="seqlab")[0][0].tokens
     engine = InstantEngine(first, workers, latency_ms / 1000, busy)
     translator.engine = lambda *args, **kwargs: engine  # every engine setting answers at once
     translator.ctranslate2_engine = lambda *args, **kwargs: engine  # and has its workers
@@ -339,7 +339,7 @@ def main() -> int:
     use_ct2 = cfg.model.arch == "transformer" and (
         args.engine == "ctranslate2" or (args.engine == "auto" and installed)
     )
-    engine = "ctranslate2" if use_ct2 else "pytorch"
+    engine = "ctranslate2" if use_ct2 else "seqlab"
     if use_ct2:  # as `seqlab translate --engine ctranslate2` and `seqlab serve` do
         threads = give_cores_to_ctranslate2(args.threads)
     else:

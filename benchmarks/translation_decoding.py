@@ -41,8 +41,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_RUN = ROOT / "runs" / "m30-en-de-transformer"
 #: engine name -> (seqlab precision, engine, quantize)
 ENGINES = {
-    "seqlab": ("fp32", "pytorch", None),
-    "seqlab-bf16": ("bf16", "pytorch", None),
+    "seqlab": ("fp32", "seqlab", None),
+    "seqlab-bf16": ("bf16", "seqlab", None),
     "ct2-fp32": ("fp32", "ctranslate2", None),
     "ct2-int8": ("fp32", "ctranslate2", "int8"),
 }

@@ -9,9 +9,10 @@ import torch
 
 from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.config import config_from_dict, load_config, save_config
+from seqlab.config.audio import BODIES, AudioClassifierConfig
 from seqlab.errors import ConfigError
 from seqlab.models import build_model
-from seqlab.models.audio import BODIES, AudioClassifier, AudioClassifierConfig
+from seqlab.models.audio import AudioClassifier
 from seqlab.models.cnn_text import CNNTextClassifier, CNNTextConfig
 from seqlab.models.vit import VisionTransformer, ViTConfig, attention_rollout
 from seqlab.nn.audio import FeatureNorm, LogMel, feature_stats

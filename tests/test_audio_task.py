@@ -18,6 +18,7 @@ import seqlab
 from cli_checks import fails, succeeds
 from precision_helpers import PRECISIONS, resolved
 from seqlab.data.audio import AudioError
+from seqlab.errors import SeqlabError
 from seqlab.serve import Limits, create_app
 from tiny_runs import TONES, tone
 
@@ -223,3 +224,20 @@ def test_an_audio_dataset_needs_an_audio_model_and_says_so():
         config_from_dict({"data": {"dataset": "fsdd"}, "model": {"arch": "cnn_text"}})
     with pytest.raises(ConfigError, match="is a classification dataset, but model.arch=audio"):
         config_from_dict({"data": {"dataset": "sst2"}, "model": {"arch": "audio_classifier"}})
+
+
+def test_the_python_api_never_draws_over_a_users_files(tiny_runs, tmp_path):
+    """``predict(..., attention_png=DIR)`` follows --attention-png's rule (seqlab.storage.outputs):
+    a folder holding the user's ``attention-0001.png`` is refused before any work, naming it."""
+    model = seqlab.load(tiny_runs["audio-transformer"])
+    out = tmp_path / "maps"
+    out.mkdir()
+    (out / "attention-0001.png").write_text("my figure")
+    clip = (tone(TONES["high"], 0.5), 8000)
+    with pytest.raises(SeqlabError, match="attention-0001.png") as caught:
+        model.predict([clip], attention_png=out)
+    assert "attention_png" in str(caught.value) and "did not write" in str(caught.value)
+    assert [p.name for p in out.iterdir()] == ["attention-0001.png"]
+    assert (out / "attention-0001.png").read_text() == "my figure"
+    fresh = tmp_path / "fresh"
+    assert model.predict([clip], attention_png=fresh).figures == [fresh / "attention-0001.png"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from seqlab.errors import CheckpointError
-from seqlab.tasks.classification.calibration import (
+from seqlab.tasks.classifier.calibration import (
     Calibration,
     expected_calibration_error,
     fit_temperature,

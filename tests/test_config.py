@@ -23,8 +23,8 @@ from seqlab.config import (
     load_config,
     save_config,
 )
+from seqlab.config.files import apply_overrides
 from seqlab.errors import ConfigError
-from seqlab.storage.config_files import apply_overrides
 from tiny_runs import LM_TEXT as TEXT
 from tiny_runs import lm_raw, mt_raw
 

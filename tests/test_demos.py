@@ -9,8 +9,8 @@ import re
 import pytest
 
 from cli_checks import fails
+from seqlab.analysis import summary as S
 from seqlab.cli import main
-from seqlab.demos import summary as S
 from seqlab.demos.kernel_regression import kernel_regression_demo
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

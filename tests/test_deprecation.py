@@ -209,3 +209,52 @@ def test_old_flags_are_hidden_from_help(command, capsys):
     renames = deprecation.RENAMED_FLAGS[" ".join(command)]
     assert not [old for old in renames if f"{old} " in text or f"{old}\n" in text]
     assert all(new in text for new in renames.values())
+
+
+#: what each command with renamed flags needs besides them (``--run R`` is added unless renamed)
+_BASE = {
+    "export": ["--format", "ctranslate2", "--out", "D"],
+    "data stats": ["timemachine"],
+    "curves": ["A"],
+}
+
+
+def _together():
+    """Every old flag of RENAMED_FLAGS given with its new name, both orders, ``=`` forms and an
+    abbreviation among them; and the issue's cases (two old names of one flag)."""
+    cases = []
+    for command, flags in deprecation.RENAMED_FLAGS.items():
+        base = [*command.split(), *_BASE.get(command, [])]
+        for old, new in flags.items():
+            run = [] if new == "--run" or command not in COMMANDS else ["--run", "R"]
+            value = "3" if new == "--horizon" else "x.png"
+            cases.append(([*base, *run, new, value, old, value], [old], new))
+            cases.append(([*base, *run, f"{old}={value}", f"{new}={value}"], [old], new))
+    cases += [
+        (["forecast", "--run", "R", "--horizon", "4", "--steps", "3"], ["--steps"], "--horizon"),
+        (["forecast", "--run", "R", "--steps", "3", "--hor", "4"], ["--steps"], "--horizon"),
+        (["evaluate", "--checkpoint", "A", "--run", "B"], ["--checkpoint"], "--run"),
+        (["evaluate", "--run", "R", "--confusion-png", "a", "--png", "b"], ["--confusion-png"], "--png"),
+        (["evaluate", "--run", "R", "--plot", "a", "--confusion-png", "b"], ["--plot", "--confusion-png"], "--png"),
+    ]  # fmt: skip
+    return cases
+
+
+#: the commands of trained runs (they take --run)
+COMMANDS = ("evaluate", "translate", "classify", "forecast", "generate", "export")
+
+
+@pytest.mark.parametrize(("argv", "names", "new"), _together())
+def test_an_old_flag_and_its_new_name_together_are_an_error_naming_both(argv, names, new, capsys):
+    """argparse would keep one value and drop the other; as an old key and its new one in a
+    config file, it is refused, naming both, before any deprecation warning."""
+    from seqlab.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "given together" in last and f"give only {new}" in last, last
+    assert all(name in last for name in names), last

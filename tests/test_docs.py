@@ -322,7 +322,7 @@ def test_every_config_the_docs_show_is_valid():
     """A YAML block with data and model sections is a whole config: it validates as written
     (the files it names need not exist; they are read when training starts)."""
     from seqlab.config import config_from_dict
-    from seqlab.storage.config_files import parse_yaml
+    from seqlab.config.files import parse_yaml
 
     shown = 0
     for path in documents():

@@ -147,7 +147,7 @@ def test_ensemble_refuses_other_vocabularies_tasks_and_the_ctranslate2_engine(
         str(mt),
         "--engine",
         "ctranslate2",
-        needles=["--ensemble decodes with seqlab", "--engine pytorch"],
+        needles=["--ensemble decodes with seqlab", "--engine seqlab"],
     )
     with pytest.raises(SeqlabError, match="--ensemble decodes with seqlab"):  # Python API too
         load(mt).ensemble_with([load(mt)]).translate("9 may 1998", engine="ctranslate2")

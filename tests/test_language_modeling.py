@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from cli_checks import fails, succeeds, write_config
+from conftest import run_offline
 from seqlab import load
 from seqlab.cli import main
 from seqlab.errors import SeqlabError
@@ -137,3 +138,60 @@ def test_generate_refuses_bad_sampling_settings(runs, kwargs, needle):
     with pytest.raises(SeqlabError, match=needle):
         lm.generate("the", tokens=5, **kwargs)
     assert lm.generate("the", tokens=5, temperature=0) == lm.generate("the", tokens=5)
+
+
+#: a prefix that data.normalize=letters changes three ways, with the message it gets
+NORMALISED = "THE time é 🙂"
+NORMALISED_MESSAGE = "normalised (data.normalize=letters): 'é', '🙂' dropped; 'THE' -> 'the'"
+
+
+@pytest.fixture(scope="module")
+def letters_lm(tmp_path_factory):
+    """A tiny character LM trained with data.normalize=letters (as the Time Machine configs)."""
+    from seqlab.config import config_from_dict
+    from seqlab.experiment import train
+
+    root = tmp_path_factory.mktemp("letters")
+    (root / "corpus.txt").write_text(TEXT)
+    raw = lm_raw(root / "corpus.txt", max_steps=1, eval_every=1)
+    raw["data"]["normalize"] = "letters"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train(config_from_dict(raw), root / "run")
+    return root / "run"
+
+
+def test_text_a_normalisation_changes_is_warned_about_on_every_surface(
+    letters_lm, tiny_runs, tmp_path
+):
+    """As out-of-vocabulary text is: the Python API warns, the command line prints the warning,
+    the server answers it in ``warnings``; one function writes the message
+    (seqlab.data.tokenizers.normalisation_messages). Text it leaves as it is, or a model without
+    a normalisation, gets none."""
+    with warnings.catch_warnings():  # newer Starlette prefers httpx2 for its test client
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        from fastapi.testclient import TestClient
+
+    from seqlab.data.tokenizers import NormalisedTextWarning
+    from seqlab.serve import create_app
+
+    lm = load(letters_lm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lm.generate("the time", tokens=2)
+        assert not caught  # nothing changed
+        lm.generate(NORMALISED, tokens=2)
+        lm.perplexity(NORMALISED)
+    said = [str(w.message) for w in caught if w.category is NormalisedTextWarning]
+    assert said == [f"the prefix: {NORMALISED_MESSAGE}", f"the text: {NORMALISED_MESSAGE}"]
+    argv = ["generate", "--run", str(letters_lm), "--prefix", NORMALISED, "--tokens", "2"]
+    done = run_offline(argv, tmp_path)  # as a user runs it: the warning on standard error
+    assert done.returncode == 0, done.stderr
+    assert f"seqlab: warning: the prefix: {NORMALISED_MESSAGE}\n" in done.stderr, done.stderr
+    with TestClient(create_app({"lm": lm, "plain": load(tiny_runs["lm"])})) as client:
+        body = {"model": "lm", "prefix": NORMALISED, "tokens": 2}
+        answer = client.post("/generate", json=body).json()
+        assert answer["warnings"][0] == f"prefix: {NORMALISED_MESSAGE}", answer
+        answer = client.post("/generate", json={**body, "model": "plain"}).json()
+        assert not [w for w in answer["warnings"] if "normalised" in w], answer
+        assert answer["warnings"]  # its own warning: these characters are not in its vocabulary

@@ -1,13 +1,29 @@
-"""The package's layers: dependencies point one way, nothing imports in a circle, and inference
-never imports training code.
+"""The package's layers: dependencies point one way, nothing imports in a circle, each folder is
+one layer, and inference never imports training code.
 
-Read from the sources, every ``import`` (those inside functions too; not those under ``if
-TYPE_CHECKING:``, which never run):
+Read from the sources (:func:`import_graph`, which any package root can be given), every import
+that can run, and those written for the type checker:
+
+- ``import`` statements, those inside functions too;
+- the packages an import runs: ``import seqlab.x.y`` and ``from seqlab.x import y`` run
+  ``seqlab/x/__init__.py`` first, so the importing module depends on that ``__init__`` and on
+  everything it imports (except the packages the importing module sits in, whose ``__init__``
+  ran before it did);
+- ``importlib.import_module("seqlab.…")`` with a literal target, or an f-string or ``+`` whose
+  text starts with a constant ``seqlab.…`` prefix (then the longest module that prefix names);
+- imports under ``if TYPE_CHECKING:``. They never run, but a type one module names from another
+  is a dependency of its design all the same: a circle of types is a circle (it is dodged, not
+  fixed, by hiding one side from the interpreter), and a lower layer naming a type of a higher
+  one is an upward dependency. They count for the cycles and the layers, not for what a module
+  brings at run time (:func:`brings`) nor for the deferral rule.
+
+What is checked:
 
 - **no cycle** between modules (:func:`cycles`);
 - **layers** (:data:`LAYERS`, lowest first): a module imports only modules of its own layer or
   below; within a layer its parts (the prefixes listed) import each other one way only, and some
-  parts that the order allows to meet are kept apart (:data:`APART`);
+  parts that the order allows to meet are kept apart (:data:`APART`); **every folder is in one
+  layer** (no prefix places part of a folder elsewhere), and every prefix names a module;
 - **an import of seqlab inside a function** is there only to defer a heavy dependency, and says
   which on its line: ``# deferred: <reason>``, the reason naming a dependency of :data:`HEAVY`
   that the imported module brings (when imported: through its packages and their imports too)
@@ -15,32 +31,33 @@ TYPE_CHECKING:``, which never run):
   never dodged that way: it is fixed by moving code to its layer.
 
 And measured in a fresh process: loading a trained run with :func:`seqlab.load` and using it
-imports no ``seqlab.training`` module.
+imports no ``seqlab.training`` module (how many modules config validation and loading import:
+``tests/test_imports.py``).
 
 The order, as the modules use each other:
 
-1. ``errors``, ``tokens``, ``deprecation``, ``catalog``: the words every layer shares. They import
-   nothing of seqlab, so that every layer can register its models, datasets, cells and task
-   rules in the catalog.
-2. ``runtime`` (precision, machine, progress, allocator), ``storage.atomic``, ``storage.text``,
-   ``storage.config_files``: the process, and safe file reading and writing (of config files
-   too), used from the data readers to the CLI.
-3. ``config``, ``plotting``: the experiment's configuration and the figures, written with layer 2;
-   the dataset statistics draw figures, so plotting sits below ``data``.
+1. ``errors``, ``tokens``, ``deprecation``, ``catalog``, ``audio_limits``: the words every layer
+   shares. They import nothing of seqlab, so that every layer can register its models, datasets,
+   cells and task rules in the catalog.
+2. ``runtime`` (precision, machine, progress, allocator), ``atomic``: the process, and safe file
+   writing, used from the data readers to the CLI.
+3. ``config`` (its sections, the experiment, its YAML files and overrides), ``plotting``: the
+   experiment's configuration and the figures, written with layer 2; the dataset statistics draw
+   figures, so plotting sits below ``data``.
 4. ``nn``: the building blocks (they read their cell records in the catalog).
 5. ``models`` (built from blocks and a model config), ``data``: neither knows the other.
-6. ``storage`` (the run directory, checkpoints, outputs), ``objective`` (what a task hands the
-   trainer), ``export`` (a run's model written for CTranslate2): below both tasks and training.
-7. ``tasks``, with the parts of ``serve`` a task's handler uses (``serve.limits``,
-   ``serve.batching``, ``serve.schemas``, ``serve.service``, ``serve.handlers``): data + model +
-   loss + inference for one problem, and the registry of them.
+6. ``storage`` (the run directory, checkpoints, outputs, the user's text files), ``objective``
+   (what a task hands the trainer), ``export`` (a run's model written for CTranslate2),
+   ``serving`` (what a task declares to be served, and the named limits; no HTTP): below both
+   tasks and training.
+7. ``tasks``: data + model + loss + inference for one problem, and the registry of them.
 8. ``training``, ``experiment``: the trainer knows no model, dataset or task; an experiment joins
    a task's data and model to the trainer.
-9. ``analysis``, ``demos.summary``: measurements of the building blocks, and the sentences every
-   analysis and demo prints (about a run directory).
+9. ``analysis``: measurements of the building blocks, and the sentences every analysis and demo
+   prints (``analysis.summary``, about a run directory).
 10. ``demos``: train, load and measure, end to end (one of them draws an analysis).
-11. the entry points: ``seqlab`` itself (:func:`seqlab.load`), ``serve``, ``serve.app`` and
-    ``serve.http`` (the HTTP application over the tasks' registry), ``cli`` and ``__main__``.
+11. the entry points: ``seqlab`` itself (:func:`seqlab.load`), ``serve`` (the HTTP application
+    over the tasks' registry), ``cli`` and ``__main__``.
 """
 
 from __future__ import annotations
@@ -67,16 +84,16 @@ PACKAGE = Path(seqlab.__file__).parent
 #: ``""`` being the package's own ``__init__``; a module belongs to the longest prefix naming it
 LAYERS: list[set[str]] = [
     {"errors", "tokens", "deprecation", "catalog", "audio_limits"},
-    {"runtime", "storage.atomic", "storage.text", "storage.config_files"},
+    {"runtime", "atomic"},
     {"config", "plotting"},
     {"nn"},
     {"models", "data"},
-    {"storage", "objective", "export"},
-    {"tasks", "serve.limits", "serve.batching", "serve.schemas", "serve.service", "serve.handlers"},
+    {"storage", "objective", "export", "serving"},
+    {"tasks"},
     {"training", "experiment"},
-    {"analysis", "demos.summary"},
+    {"analysis"},
     {"demos"},
-    {"", "__main__", "serve", "serve.app", "serve.http", "cli"},
+    {"", "__main__", "serve", "cli"},
 ]
 #: parts that never import the others named, though the order would allow it
 APART: dict[str, set[str]] = {
@@ -104,12 +121,22 @@ DEFERRED = re.compile(r"#\s*deferred:\s*(.*)")
 
 @dataclass(frozen=True)
 class Import:
-    """One ``seqlab`` module that a module imports, where, and the comments on those lines."""
+    """One ``seqlab`` module that a module imports, where, how, and the comments on those lines.
+
+    ``implicit``: a package whose ``__init__`` the written import runs first (``import a.b.c``
+    runs ``a/b/__init__.py``); ``typing_only``: under ``if TYPE_CHECKING:``, never run."""
 
     target: str
     line: int
     local: bool  # inside a function: runs when called, not when the module is imported
     comment: str
+    implicit: bool = False
+    typing_only: bool = False
+
+    @property
+    def runs_on_import(self) -> bool:
+        """Whether importing the module runs this import."""
+        return not (self.local or self.typing_only)
 
 
 @dataclass(frozen=True)
@@ -120,14 +147,116 @@ class Source:
     external: frozenset[str]  # other packages' top-level names, imported at module level
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def _parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(1, len(parts))]
 
 
-def _is_module(dotted: str) -> bool:
-    base = PACKAGE.parent.joinpath(*dotted.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+class Package:
+    """A package's sources under ``root`` (the folder of its ``__init__.py``), read as modules."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.name = root.name
+
+    def module_name(self, path: Path) -> str:
+        parts = path.relative_to(self.root.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    def is_module(self, dotted: str) -> bool:
+        base = self.root.parent.joinpath(*dotted.split("."))
+        return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+    def is_package(self, dotted: str) -> bool:
+        return (self.root.parent.joinpath(*dotted.split(".")) / "__init__.py").is_file()
+
+    def ours(self, dotted: str) -> bool:
+        return dotted.split(".")[0] == self.name
+
+    def longest_module(self, dotted: str) -> str | None:
+        """The longest prefix of ``dotted`` that names one of our modules."""
+        for name in [dotted, *reversed(_parents(dotted))]:
+            if self.ours(name) and self.is_module(name):
+                return name
+        return None
+
+    def imported(self, node: ast.stmt, package: str) -> tuple[list[str], list[str]]:
+        """Our modules and the other packages an import statement names (``from seqlab import
+        load`` is the package itself, ``from seqlab import tokens`` the module)."""
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+            return [n for n in names if self.ours(n)], [
+                n.split(".")[0] for n in names if not self.ours(n)
+            ]
+        if not isinstance(node, ast.ImportFrom):
+            return [], []
+        module = node.module or ""
+        if node.level:  # relative: from the importing module's package
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            module = ".".join([*base, module] if module else base)
+        if not self.ours(module):
+            return [], [module.split(".")[0]]
+        subs = [f"{module}.{a.name}" for a in node.names]
+        return [s if self.is_module(s) else module for s in subs], []
+
+    def dynamic(self, node: ast.Call) -> str | None:
+        """The module an ``importlib.import_module(...)`` call imports, when its argument is a
+        literal, or an f-string or ``+`` that starts with constant text naming our package."""
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name != "import_module" or not node.args:
+            return None
+        arg = node.args[0]
+        while isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+            arg = arg.left
+        if isinstance(arg, ast.JoinedStr):
+            arg = arg.values[0] if arg.values else arg
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            return None
+        text = arg.value if node.args[0] is arg else arg.value.rstrip(".")
+        return self.longest_module(text) if self.ours(text) else None
+
+    def read(self, path: Path) -> Source:
+        text = path.read_text(encoding="utf-8")
+        comments = _comments(text)
+        name = self.module_name(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        mine = {name, *_parents(name)}  # packages whose __init__ ran before this module
+        imports: list[Import] = []
+        external: set[str] = set()
+
+        def add(node: ast.AST, targets: list[str], local: bool, typing_only: bool) -> None:
+            lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            comment = " ".join(comments[n] for n in lines if n in comments)
+            found = [Import(t, node.lineno, local, comment, False, typing_only) for t in targets]
+            found += [
+                Import(p, node.lineno, local, comment, True, typing_only)
+                for t in targets
+                for p in _parents(t)
+                if p not in mine and p not in targets and self.is_package(p)
+            ]
+            imports.extend(i for i in dict.fromkeys(found) if i not in imports)
+
+        def visit(nodes: list[ast.AST], local: bool, typing_only: bool) -> None:
+            for node in nodes:
+                if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+                    visit(list(node.body), local, True)
+                    visit(list(node.orelse), local, typing_only)
+                    continue
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    ours, theirs = self.imported(node, package)
+                    add(node, ours, local, typing_only)
+                    if not local and not typing_only:
+                        external.update(theirs)
+                if isinstance(node, ast.Call) and (target := self.dynamic(node)):
+                    add(node, [target], local, typing_only)
+                inner = local or isinstance(
+                    node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+                )
+                visit(list(ast.iter_child_nodes(node)), inner, typing_only)
+
+        visit(list(ast.parse(text).body), False, False)
+        return Source(tuple(imports), frozenset(external))
 
 
 def _comments(text: str) -> dict[int, str]:
@@ -135,57 +264,11 @@ def _comments(text: str) -> dict[int, str]:
     return {t.start[0]: t.string for t in tokens if t.type == tokenize.COMMENT}
 
 
-def _imported(node: ast.stmt, package: str) -> tuple[list[str], list[str]]:
-    """The seqlab modules and the other packages an import statement names (``from seqlab import
-    load`` is the package itself, ``from seqlab import tokens`` the module)."""
-    if isinstance(node, ast.Import):
-        names = [a.name for a in node.names]
-        return [n for n in names if n.split(".")[0] == "seqlab"], [
-            n.split(".")[0] for n in names if n.split(".")[0] != "seqlab"
-        ]
-    if not isinstance(node, ast.ImportFrom):
-        return [], []
-    module = node.module or ""
-    if node.level:  # relative: from the importing module's package
-        base = package.split(".")[: len(package.split(".")) - node.level + 1]
-        module = ".".join([*base, module] if module else base)
-    if module.split(".")[0] != "seqlab":
-        return [], [module.split(".")[0]]
-    subs = [f"{module}.{a.name}" for a in node.names]
-    return [s if _is_module(s) else module for s in subs], []
-
-
-def read_source(path: Path) -> Source:
-    text = path.read_text(encoding="utf-8")
-    comments = _comments(text)
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    imports: list[Import] = []
-    external: set[str] = set()
-
-    def visit(nodes: list[ast.AST], local: bool) -> None:
-        for node in nodes:
-            if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
-                visit(list(node.orelse), local)
-                continue
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                ours, theirs = _imported(node, package)
-                lines = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-                comment = " ".join(comments[n] for n in lines if n in comments)
-                found = (Import(t, node.lineno, local, comment) for t in ours)
-                imports.extend(i for i in dict.fromkeys(found) if i not in imports)
-                if not local:
-                    external.update(theirs)
-            inner = local or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
-            visit(list(ast.iter_child_nodes(node)), inner)
-
-    visit(list(ast.parse(text).body), False)
-    return Source(tuple(imports), frozenset(external))
-
-
-def import_graph() -> dict[str, Source]:
-    """Every module of the package (under :data:`PACKAGE`) and what it imports."""
-    return {_module_name(p): read_source(p) for p in sorted(PACKAGE.rglob("*.py"))}
+def import_graph(root: Path | None = None) -> dict[str, Source]:
+    """Every module of the package at ``root`` (:data:`PACKAGE` unless given) and what it
+    imports."""
+    package = Package(root or PACKAGE)
+    return {package.module_name(p): package.read(p) for p in sorted(package.root.rglob("*.py"))}
 
 
 def _cycle_paths(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -260,9 +343,13 @@ def layering_violations(graph: dict[str, Source]) -> list[str]:
         if mine is None:
             bad.append(f"{module} is in no layer: add it to LAYERS")
             continue
-        for imp in source.imports:
+        # a package that an import runs is in the layer of the module imported (each folder is
+        # one layer), and what its __init__ imports is checked there
+        for imp in (i for i in source.imports if not i.implicit):
             theirs = layer_of(imp.target)
             where = f"{module}:{imp.line} imports {imp.target}"
+            if imp.typing_only:
+                where += " (for the type checker)"
             if theirs is None:
                 continue  # reported as a module of its own
             if theirs[0] > mine[0]:
@@ -277,11 +364,6 @@ def layering_violations(graph: dict[str, Source]) -> list[str]:
     return bad
 
 
-def _parents(module: str) -> list[str]:
-    parts = module.split(".")
-    return [".".join(parts[:n]) for n in range(1, len(parts))]
-
-
 def brings(module: str, graph: dict[str, Source]) -> set[str]:
     """The other packages that importing ``module`` imports: its own and its packages' imports
     at module level, and theirs, all the way down."""
@@ -294,14 +376,14 @@ def brings(module: str, graph: dict[str, Source]) -> set[str]:
             continue
         seen.add(name)
         found |= graph[name].external
-        todo += [i.target for i in graph[name].imports if not i.local] + _parents(name)
+        todo += [i.target for i in graph[name].imports if i.runs_on_import] + _parents(name)
     return found
 
 
 def deferral_violations(graph: dict[str, Source]) -> list[str]:
     bad = []
     for module, source in sorted(graph.items()):
-        for imp in (i for i in source.imports if i.local):
+        for imp in (i for i in source.imports if i.local and not (i.implicit or i.typing_only)):
             where = f"{module}:{imp.line} imports {imp.target} inside a function"
             reason = DEFERRED.search(imp.comment)
             if reason is None:
@@ -333,8 +415,39 @@ def test_an_import_inside_a_function_defers_a_heavy_dependency_and_says_which():
     assert not found, "\n".join(found)
 
 
-def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> None:
-    """A package ``seqlab`` of ``files`` (every folder a package) that the checks read."""
+def folders_in_two_layers(graph: dict[str, Source]) -> list[str]:
+    """Each folder (a package below the top one) whose modules are not all in one layer."""
+    layers: dict[str, set[int]] = {}
+    for module in graph:
+        rank = layer_of(module)
+        for folder in [*_parents(module)[1:], module]:
+            if rank is not None and folder in graph and _is_folder(folder, graph):
+                layers.setdefault(folder, set()).add(rank[0])
+    return [f"{f} spans layers {sorted(r)}" for f, r in sorted(layers.items()) if len(r) > 1]
+
+
+def _is_folder(module: str, graph: dict[str, Source]) -> bool:
+    return any(other.startswith(module + ".") for other in graph)
+
+
+def test_every_folder_is_in_exactly_one_layer():
+    found = folders_in_two_layers(import_graph())
+    assert not found, "\n".join(found)
+
+
+def test_every_prefix_of_the_layers_names_a_module_of_the_package():
+    package = Package(PACKAGE)
+    missing = sorted(
+        p for ps in LAYERS for p in ps if p and not package.is_module(f"{package.name}.{p}")
+    )
+    assert not missing, f"LAYERS names modules that do not exist: {missing}"
+    named = [p for ps in LAYERS for p in ps]
+    assert len(named) == len(set(named)), "a prefix is in two layers"
+
+
+def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package ``seqlab`` of ``files`` (every folder a package) for the checks to read; its
+    root."""
     fake = tmp_path / "seqlab"
     for name, text in {"__init__.py": "", **files}.items():
         path = fake / name
@@ -342,33 +455,97 @@ def _fake_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[s
         for folder in [path.parent, *path.parent.parents][: len(Path(name).parts)]:
             (folder / "__init__.py").touch()
         path.write_text(textwrap.dedent(text))
-    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    return fake
 
 
-def test_the_cycle_check_sees_a_cycle_also_through_an_import_inside_a_function(
-    tmp_path, monkeypatch
-):
-    _fake_package(
+def test_the_cycle_check_sees_each_of_three_planted_cycles(tmp_path):
+    """Three circles that a reading of ``import`` statements alone misses: one through a
+    package's ``__init__`` (``from seqlab.data import text`` runs ``data/__init__.py``, which
+    imports the model), one through ``importlib.import_module``, one under ``TYPE_CHECKING``;
+    and what is no circle: a module importing its sibling through its own package."""
+    root = _fake_package(
         tmp_path,
-        monkeypatch,
+        {
+            # 1. through a package __init__
+            "data/__init__.py": "from seqlab.models import rnn\n",
+            "data/text.py": "",
+            "models/rnn.py": "from seqlab.data import text\n",
+            # 2. through importlib, a literal and an f-string with a constant prefix
+            "tasks/a.py": "import importlib\n\nimportlib.import_module('seqlab.tasks.b')\n",
+            "tasks/b.py": "from importlib import import_module\n\n"
+            "def f(name):\n    return import_module(f'seqlab.tasks.a.{name}')\n",
+            # 3. under TYPE_CHECKING
+            "training/trainer.py": "from seqlab.training import steps\n",
+            "training/steps.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+            "    from seqlab.training.trainer import Trainer\n",
+            # no circle: a sibling imported through the package's own __init__
+            "nn/__init__.py": "from seqlab.nn import cells\n",
+            "nn/cells.py": "from seqlab.nn import gates\n",
+            "nn/gates.py": "",
+        },
+    )
+    assert cycles(import_graph(root)) == [
+        "seqlab.data -> seqlab.models.rnn -> seqlab.data",
+        "seqlab.tasks.a -> seqlab.tasks.b -> seqlab.tasks.a",
+        "seqlab.training.steps -> seqlab.training.trainer -> seqlab.training.steps",
+    ]
+
+
+def test_the_layering_check_sees_an_upward_import_through_a_package_or_importlib(tmp_path):
+    """An ``importlib`` call or a type named for the type checker can import upward; an import
+    of a package's module runs the package's ``__init__`` too (whose own imports are checked
+    where they are written); a folder whose modules sit in two layers is found."""
+    root = _fake_package(
+        tmp_path,
+        {
+            "nn/__init__.py": "from seqlab.training import trainer\n",
+            "nn/cells.py": "",
+            "models/toy.py": "from seqlab.nn import cells\n",
+            "data/text.py": "import importlib\n\nimportlib.import_module('seqlab.tasks.x')\n",
+            "tokens.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+            "    from seqlab.config import C\n",
+            "config.py": "",
+            "tasks/x.py": "",
+            "training/trainer.py": "",
+        },
+    )
+    graph = import_graph(root)
+    assert layering_violations(graph) == [
+        "seqlab.data.text:3 imports seqlab.tasks.x, of a higher layer (tasks above data)",
+        "seqlab.nn:1 imports seqlab.training.trainer, of a higher layer (training above nn)",
+        "seqlab.tokens:4 imports seqlab.config (for the type checker), of a higher layer (config "
+        "above tokens)",
+    ]
+    assert [i.target for i in graph["seqlab.models.toy"].imports] == [
+        "seqlab.nn.cells",
+        "seqlab.nn",
+    ]
+    assert folders_in_two_layers(graph) == []
+    (root / "nn" / "fused.py").write_text("")
+    LAYERS[1].add("nn.fused")
+    try:
+        assert folders_in_two_layers(import_graph(root)) == ["seqlab.nn spans layers [1, 3]"]
+    finally:
+        LAYERS[1].discard("nn.fused")
+
+
+def test_the_cycle_check_sees_a_cycle_also_through_an_import_inside_a_function(tmp_path):
+    root = _fake_package(
+        tmp_path,
         {
             "tasks/__init__.py": "from seqlab.tasks import a\n",
             "tasks/a.py": "def f():\n    from seqlab.tasks import b  # deferred: torch\n",
             "tasks/b.py": "from seqlab.tasks.a import f\n",
-            "tasks/c.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
-            "    from seqlab.tasks import d\n",
-            "tasks/d.py": "from seqlab.tasks import c\n",
         },
     )
-    assert cycles(import_graph()) == ["seqlab.tasks.a -> seqlab.tasks.b -> seqlab.tasks.a"]
+    assert cycles(import_graph(root)) == ["seqlab.tasks.a -> seqlab.tasks.b -> seqlab.tasks.a"]
 
 
-def test_the_layering_check_sees_an_upward_import(tmp_path, monkeypatch):
+def test_the_layering_check_sees_an_upward_import(tmp_path):
     """The check finds an import that breaks the order, also one inside a function, two parts of
     one layer importing each other, parts kept apart, and a module in no layer."""
-    _fake_package(
+    root = _fake_package(
         tmp_path,
-        monkeypatch,
         {
             "models/toy.py": "from seqlab.nn import attention\n\ndef f():\n"
             "    from seqlab.training import trainer  # deferred: torch\n",
@@ -376,15 +553,15 @@ def test_the_layering_check_sees_an_upward_import(tmp_path, monkeypatch):
             "nn/attention.py": "from seqlab import tokens\n",
             "tokens.py": "",
             "training/trainer.py": "from seqlab.objective import Selection\n",
-            "data/text.py": "from seqlab.storage.atomic import atomic_open\n",
-            "storage/atomic.py": "",
+            "data/text.py": "from seqlab.atomic import atomic_open\n",
+            "atomic.py": "",
             "objective.py": "from seqlab.export import e1\n",
             "export/e1.py": "",
             "export/e2.py": "from seqlab import objective\n",
             "extra.py": "",
         },
     )
-    assert layering_violations(import_graph()) == [
+    assert layering_violations(import_graph(root)) == [
         "seqlab.extra is in no layer: add it to LAYERS",
         "seqlab.models.near:1 imports seqlab.data.text: models and data are kept apart",
         "seqlab.models.toy:4 imports seqlab.training.trainer, of a higher layer (training above "
@@ -393,12 +570,9 @@ def test_the_layering_check_sees_an_upward_import(tmp_path, monkeypatch):
     ]
 
 
-def test_the_deferral_check_sees_an_import_inside_a_function_that_defers_nothing_heavy(
-    tmp_path, monkeypatch
-):
-    _fake_package(
+def test_the_deferral_check_sees_an_import_inside_a_function_that_defers_nothing_heavy(tmp_path):
+    root = _fake_package(
         tmp_path,
-        monkeypatch,
         {
             "errors.py": "",
             "plotting.py": "import matplotlib\n",
@@ -426,7 +600,7 @@ def test_the_deferral_check_sees_an_import_inside_a_function_that_defers_nothing
                 """,
         },
     )
-    assert deferral_violations(import_graph()) == [
+    assert deferral_violations(import_graph(root)) == [
         "seqlab.tasks.a:10 imports seqlab.errors inside a function with no '# deferred: <reason>' "
         "comment on its line",
         "seqlab.tasks.a:13 imports seqlab.plotting inside a function: its reason names no heavy "

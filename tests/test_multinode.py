@@ -31,7 +31,7 @@ KILL_AFTER_CHECKPOINT = textwrap.dedent(
 
     def save_then_die(self, *args, **kwargs):  # every node dies once step N is saved
         save(self, *args, **kwargs)
-        if self.pos.step == int(os.environ["KILL_AT_STEP"]):
+        if self.state.step == int(os.environ["KILL_AT_STEP"]):
             os.kill(os.getpid(), signal.SIGKILL)
 
     Trainer.save_checkpoint = save_then_die

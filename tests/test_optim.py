@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from seqlab.config import TrainConfig, load_config
+from seqlab.config.files import PACKAGED_CONFIGS
 from seqlab.objective import Selection
-from seqlab.storage.config_files import PACKAGED_CONFIGS
 from seqlab.training.optim import LRSchedule, Plateau, lr_multiplier
 
 

@@ -17,12 +17,12 @@ import pytest
 from cli_checks import fails_last_line, snapshot, users_folder
 from conftest import run_offline
 from seqlab import load
+from seqlab.atomic import atomic_write_text
 from seqlab.cli import main
 from seqlab.cli.common import FORCE_HELP
 from seqlab.config import config_from_dict
 from seqlab.errors import SeqlabError
 from seqlab.experiment import train
-from seqlab.storage.atomic import atomic_write_text
 from seqlab.storage.output_dirs import output_dir
 from seqlab.storage.outputs import (
     FILE_RULE,
@@ -125,7 +125,7 @@ def test_writers_of_different_files_in_one_folder_keep_each_others_records(tmp_p
 # ------------------------------------------------------------------------ output folders
 KILLED = """
 import sys, time
-from seqlab.storage.atomic import atomic_write_text
+from seqlab.atomic import atomic_write_text
 from seqlab.storage.output_dirs import output_dir
 
 with output_dir(sys.argv[1], "--out") as out:
@@ -367,3 +367,78 @@ def test_atomic_writes_never_replace_a_symlink(tmp_path):
         atomic_write_text(link, "new")
     assert link.is_symlink() and target.read_text() == "mine"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+# ------------------------------------------------------------------------- the Python API
+def _refused(call, path, keyword):
+    """``call()`` must refuse with one line naming ``path``, the keyword and ``force=True``."""
+    with pytest.raises(SeqlabError) as caught:
+        call()
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message and keyword in message, message
+    return message
+
+
+def test_the_python_api_keeps_a_users_file_unless_force(runs, tmp_path):
+    """The rule of --png / --output, and --force as ``force=True``: every method of the Python
+    API that writes a file the user names (classification ``evaluate(confusion_png=)``,
+    forecasting ``predict(png=)`` and ``evaluate(plot=)``, translation ``evaluate(output=)``)."""
+    cls, fc, mt = load(runs / "cls"), load(runs / "fc"), load(runs / "mt")
+    calls = {  # keyword: the call, given the file and force
+        "confusion_png": lambda f, **k: cls.evaluate(confusion_png=f, **k),
+        "png": lambda f, **k: fc.predict(steps=2, png=f, **k),
+        "plot": lambda f, **k: fc.evaluate("val", horizons=2, plot=f, **k),
+        "output": lambda f, **k: mt.evaluate("val", output=f, **k),
+    }
+    for keyword, call in calls.items():
+        folder = tmp_path / keyword
+        folder.mkdir()
+        mine = folder / "mine.out"
+        mine.write_text("my precious file")
+        message = _refused(lambda: call(mine), mine, keyword)  # noqa: B023
+        assert "seqlab did not write it" in message and "pass force=True" in message
+        assert listing(folder) == ["mine.out"] and mine.read_text() == "my precious file"
+        call(mine, force=True)
+        assert mine.read_bytes() != b"my precious file", keyword
+        assert recorded_files(folder) == {"mine.out": sha256_file(mine)}
+        call(mine)  # seqlab's own now, unchanged: replaced without force
+        mine.write_bytes(mine.read_bytes() + b"edited")
+        assert "changed since" in _refused(lambda: call(mine), mine, keyword)  # noqa: B023
+        assert mine.read_bytes().endswith(b"edited")
+        # the checks the command line makes before any work: a link, a run's own file
+        link = folder / "link.out"
+        link.symlink_to(mine)
+        _refused(lambda: call(link, force=True), link, keyword)  # noqa: B023
+        run_file = runs / "fc" / "config.yaml"
+        _refused(lambda: call(run_file, force=True), run_file, "training run")  # noqa: B023
+
+
+def test_the_python_api_never_draws_over_a_users_files_in_a_folder(runs, tmp_path):
+    """``predict(..., attention_png=DIR)`` follows --attention-png's rule: a folder holding the
+    user's ``attention-0001.png`` is refused, nothing written or deleted; a folder seqlab wrote
+    is written again."""
+    calls = {
+        "translation": lambda d: load(runs / "mt").predict(["may 9 1998"], attention_png=d),
+        "classification": lambda d: load(runs / "cls").predict(["a good film"], attention_png=d),
+    }
+    for name, call in calls.items():
+        out = tmp_path / name
+        before = users_folder(out, **{"attention-0001.png": "my figure"})
+        message = _refused(lambda: call(out), out, "attention_png")  # noqa: B023
+        assert "attention-0001.png" in message and "did not write" in message
+        assert snapshot(out) == before
+        fresh = tmp_path / f"{name}-fresh"
+        first = call(fresh).figures
+        assert first and all(p.parent == fresh for p in first) and (fresh / MANIFEST).is_file()
+        assert call(fresh).figures == first  # seqlab's own: drawn again
+
+
+def test_the_command_line_checks_once_and_the_api_leaves_it_the_path(runs, tmp_path, capsys):
+    """The command holds the path it checked (with --force) while the predictor's method runs:
+    the method does not refuse it again, and the file is recorded once."""
+    mine = tmp_path / "mine.png"
+    mine.write_text("my plot")
+    argv = ["forecast", "--run", runs / "fc", "--horizon", "2", "--png", mine, "--force"]
+    assert main([str(a) for a in argv]) == 0
+    capsys.readouterr()
+    assert recorded_files(tmp_path) == {"mine.png": sha256_file(mine)}

@@ -440,6 +440,41 @@ def test_config_refuses_no_positions_in_a_bidirectional_encoder():
     assert cfg.model.positions == "none"
 
 
+#: every Transformer that takes model.positions: a shipped config, and the keys of its width
+ROPE_ODD = {
+    "translation": ("dates-transformer", "model."),
+    "language model": ("timemachine-char-transformer", "model."),
+    "classification": ("sst2-transformer", "model."),
+    "audio": ("fsdd-transformer", "model.body."),
+    "forecasting": ("sunspots-transformer", "model."),
+    "vit": ("mnist-vit", "model."),
+}
+
+
+@pytest.mark.parametrize("kind", ROPE_ODD)
+def test_rope_with_an_odd_head_size_is_one_config_error(kind, tmp_path, capsys):
+    """A 46-line traceback from the model's constructor before: now refused when the config is
+    validated (seqlab.config.check_positions), by load_config and by ``seqlab train``, naming
+    d_model, num_heads and their quotient, and a width that works."""
+    from seqlab.cli import main
+    from seqlab.config import load_config
+
+    name, at = ROPE_ODD[kind]
+    overrides = [f"{at}positions=rope", f"{at}d_model=12", f"{at}num_heads=4"]
+    with pytest.raises(ConfigError) as caught:
+        load_config(name, overrides)
+    message = str(caught.value).splitlines()[-1]
+    assert "model.positions=rope needs an even head size" in message, message
+    assert "d_model=12 / num_heads=4 = 3 is odd" in message and "d_model=16" in message
+    assert "num_heads=3" in message  # or as many heads as make it even
+    load_config(name, [f"{at}positions=rope", f"{at}d_model=16", f"{at}num_heads=4"])
+    out = tmp_path / "run"
+    assert main(["train", name, "--out", str(out), *overrides]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("seqlab: error:")
+    assert "is odd" in err.strip().splitlines()[-1] and not out.exists()
+
+
 def test_config_lists_the_schemes_for_an_unknown_one():
     message = _model_error({"arch": "transformer_lm", "positions": "foo"}, "timemachine")
     assert "model.positions" in message and "'foo'" in message

@@ -282,7 +282,7 @@ def test_a_vit_with_t5_bias_trains_and_loads(tmp_path, monkeypatch):
     loaded back with the run."""
     from tiny_runs import _synthetic_images
 
-    monkeypatch.setattr("seqlab.tasks.classification.splits.image_splits", _synthetic_images)
+    monkeypatch.setattr("seqlab.tasks.classifier.splits.image_splits", _synthetic_images)
     raw = {
         "data": {"dataset": "mnist", "batch_size": 16, "num_examples": 64, "val_examples": 16},
         "model": {"arch": "vit", "patch_size": 7, "positions": "t5_bias", **SMALL},

@@ -5,7 +5,8 @@ import torch
 from torch import nn
 
 from seqlab.nn.cells import PeepholeLSTMCell, make_cell
-from seqlab.nn.rnn import RNN, fused_to_scratch_state_dict, scratch_to_fused_state_dict
+from seqlab.nn.rnn import RNN
+from seqlab.nn.rnn_fused import fused_to_scratch_state_dict, scratch_to_fused_state_dict
 
 ATOL = 1e-5
 B, T, I, H = 3, 6, 4, 5
@@ -364,12 +365,13 @@ def test_fused_layers_run_under_bf16_autocast_on_any_cpu_and_the_probe_draws_no_
     (close to the float32 result); the one-off probe of the CPU's kernels
     leaves the caller's random numbers as they were."""
     from seqlab.nn import rnn as rnn_module
+    from seqlab.nn import rnn_fused
 
-    rnn_module._BF16_KERNEL.clear()
+    rnn_fused._BF16_KERNEL.clear()
     torch.manual_seed(0)
     want = torch.rand(3)
     torch.manual_seed(0)
-    rnn_module.bf16_kernel(torch.nn.LSTM)
+    rnn_fused.bf16_kernel(torch.nn.LSTM)
     assert torch.equal(torch.rand(3), want)
     for kind in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN):
         torch.manual_seed(1)

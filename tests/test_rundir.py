@@ -167,7 +167,7 @@ def test_best_without_best_json_is_an_error_not_latest(runs, tmp_path, capsys):
 
 class CtrlC(Callback):
     def on_step(self, trainer, loss):
-        if trainer.pos.step == 1:
+        if trainer.state.step == 1:
             os.kill(os.getpid(), signal.SIGINT)
 
 

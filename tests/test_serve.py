@@ -98,7 +98,7 @@ def test_health_and_models_describe_every_run(api, models):
         params = {id(p): p.numel() for p in models[name].model.parameters()}
         assert m["parameters"] == sum(params.values())
         assert m["arch"] == models[name].cfg.model.arch
-        assert m["checkpoint_step"] == models[name].run.meta["step"]
+        assert m["checkpoint_step"] == models[name].run.state.step
         assert m["metrics"] and all(k.startswith("val_") for k in m["metrics"])
     assert infos["mt"]["attention"] == ["cross", "encoder", "decoder", "alignment"]
     assert infos["bahdanau"]["attention"] == ["alignment"]
@@ -1025,9 +1025,31 @@ def test_the_servers_token_limit_cannot_exceed_generates_cap():
     pytest.importorskip("fastapi")
     from pydantic import ValidationError
 
-    from seqlab.serve.limits import Limits
+    from seqlab.serving.limits import Limits
     from seqlab.tasks.language_modeling import MAX_GENERATE_TOKENS
 
     assert Limits(max_tokens=MAX_GENERATE_TOKENS).max_tokens == MAX_GENERATE_TOKENS
     with pytest.raises(ValidationError):
         Limits(max_tokens=MAX_GENERATE_TOKENS + 1)
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "key", "where"),
+    [
+        ("/translate", '{"model": "mt", "model": "bahdanau", "text": "1 jan 2001"}', "model", "body"),
+        ("/classify", '{"model": "cls", "text": ["a", "b"], "text": "c"}', "text", "body"),
+        ("/generate", '{"model": "lm", "prefix": "the", "tokens": 2, "tokens": 9}', "tokens", "body"),
+        ("/forecast", '{"model": "fc", "x": [{"a": 1}, {"b": {"c": 1, "c": 2}}], "steps": 1}', "c", "x.1.b"),
+    ],
+)  # fmt: skip
+def test_a_key_given_twice_is_refused_naming_it(api, route, body, key, where):
+    """JSON parsers keep the last value of a repeated key (``"model":"a","model":"b"`` would be
+    answered by b): seqlab answers 422 naming the key, where it is, before anything else."""
+    r = api.post(route, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]
+    assert message.startswith(f"{where}: the key {key!r} is given twice"), message
+    assert "\n" not in message
+    once = json.loads(body)  # the same body with each key once is not refused for it
+    r = api.post(route, json=once)
+    assert "given twice" not in r.text

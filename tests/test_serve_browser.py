@@ -461,7 +461,8 @@ def test_a_task_without_a_panel_gets_a_form_from_its_request_schema(server, tmp_
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": NO_PANELS})
     field = lambda name: driver.find_element(By.ID, f"field-{name}")  # noqa: E731
     try:
-        # /translate: its fields, bounds and descriptions (positive integers start at 1)
+        # /translate: its fields (the required input first, then the schema's order), bounds
+        # and descriptions (positive integers start at 1)
         wait = _open(driver, server, "dates")
         assert driver.find_elements(By.ID, "panel-generic") and not driver.find_elements(
             By.ID, "source"
@@ -470,7 +471,7 @@ def test_a_task_without_a_panel_gets_a_form_from_its_request_schema(server, tmp_
             e.get_attribute("id") for e in driver.find_elements(By.CSS_SELECTOR, "[id^=field-]")
         ]
         assert names == [
-            f"field-{n}" for n in ("text", "beam", "nbest", "length_penalty", "attention")
+            f"field-{n}" for n in ("text", "beam", "length_penalty", "nbest", "attention")
         ]
         assert field("text").tag_name == "textarea"
         assert (field("beam").get_attribute("min"), field("beam").get_attribute("step")) == (
@@ -486,8 +487,9 @@ def test_a_task_without_a_panel_gets_a_form_from_its_request_schema(server, tmp_
         # /forecast: an enum is a select with its default; a required field left empty sends nothing
         wait = _open(driver, server, "fc")
         missing = Select(field("missing"))
-        assert [o.text for o in missing.options] == ["error", "interpolate", "drop"]
-        assert missing.first_selected_option.text == "error"
+        # left out (the empty choice) the server reads it as its default, error
+        assert [o.text for o in missing.options] == ["", "error", "interpolate", "drop"]
+        assert missing.first_selected_option.text == ""
         values = [round(math.sin(i / 3), 4) for i in range(12)]
         _type(driver, "field-history", " ".join(map(str, values)))
         driver.find_element(By.ID, "send").click()

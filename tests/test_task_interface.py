@@ -323,7 +323,7 @@ def test_a_language_model_streams_the_tokens_of_the_one_generate(tiny_runs):
         for options, needle in [
             ({"temperature": 0, "top_k": 2}, "top_k applies"),
             ({"temperature": -1}, "temperature must be"),
-            ({"tokens": -1}, "must be from 0 to 100,000"),
+            ({"tokens": -1}, "must be a whole number from 0 to 100,000"),
         ]:
             with pytest.raises(SeqlabError, match=needle):  # refused before the first token
                 lm.stream("the", **{"tokens": 5, **options})

@@ -36,10 +36,10 @@ from seqlab.config import ExperimentConfig, ModelConfigBase, Positive
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.objective import LossOutput, Selection
-from seqlab.serve.limits import Limits
-from seqlab.serve.service import Handler, Job, Request, Service, read_texts, run_each
+from seqlab.serving.limits import Limits
+from seqlab.serving.service import OptionsHandler, Request, Service
 from seqlab.tasks.base import Experiment, Predictor, Run, WrongTask, load_weights
-from seqlab.tasks.options import Option
+from seqlab.tasks.options import CommandOptions
 from seqlab.tasks.report import Prediction, Report
 
 LENGTH = 5  # digits per sequence
@@ -111,11 +111,17 @@ class Reversals(Prediction):
         return {"inputs": self.inputs, "outputs": self.outputs}
 
 
+class ReverseOptions(CommandOptions):
+    """``predict``'s options, declared once: the flag, the request field, the keyword."""
+
+    digits_only: bool = Field(False, description="answer without spaces")
+
+
 class ReversePredictor(Predictor):
     task = "reverse"
     kind = "sequence reversal"
     commands = ("predict", "evaluate")
-    options = (Option("--digits-only", "print no spaces", ("predict",), type="flag"),)
+    command_options = {"predict": ReverseOptions}
     capabilities = ("predict", "evaluate", "reverse")
 
     @classmethod
@@ -127,10 +133,13 @@ class ReversePredictor(Predictor):
         out = self.model(encode(lines)).argmax(-1)  # (B, L)
         return [" ".join(str(int(d)) for d in row) for row in out]
 
-    def predict(self, inputs: Any, digits_only: bool = False, **_: Any) -> Reversals:
+    def predict(
+        self, inputs: Any, options: ReverseOptions | None = None, **keywords: Any
+    ) -> Reversals:
+        o = self.options_of("predict", options, keywords)
         lines = [inputs] if isinstance(inputs, str) else list(inputs)
         outputs = self.reverse(lines)
-        return Reversals(lines, [o.replace(" ", "") if digits_only else o for o in outputs])
+        return Reversals(lines, [x.replace(" ", "") if o.digits_only else x for x in outputs])
 
     def evaluate(self, split: str | None = None, files: Any = None, **_: Any) -> Report:
         split = split or "val"
@@ -171,9 +180,8 @@ SELECT = Selection("val_exact", "max")
 
 
 # ------------------------------------------------------------------------ how it is served
-class ReverseRequest(Request):
+class ReverseRequest(Request, ReverseOptions):
     text: str | list[str] = Field(description="digits separated by spaces, or a list of them")
-    digits_only: bool = Field(False, description="answer without spaces")
 
 
 class ReverseResponse(BaseModel):
@@ -181,19 +189,23 @@ class ReverseResponse(BaseModel):
     outputs: list[str]
 
 
-class ReverseHandler(Handler):
-    def prepare(self, request: ReverseRequest) -> tuple[Any, int]:
-        texts = read_texts(request.text, self.limits)
-        encode(texts)  # a malformed sequence is a 422 before it queues
-        return (texts, request.digits_only), len(texts)
+class ReverseHandler(OptionsHandler):
+    """The generic handler: requests with equal options reversed by one call."""
 
-    def run(self, jobs: Sequence[Job]) -> list[Any]:
-        def answer(work: tuple[list[str], bool]) -> ReverseResponse:
-            texts, digits_only = work
-            out = self.predictor.predict(texts, digits_only=digits_only)
-            return ReverseResponse(model=self.name, outputs=out.outputs)
+    command = "predict"
 
-        return run_each(jobs, answer)
+    def check(self, inputs: list[str], options: ReverseOptions) -> None:
+        encode(inputs)  # a malformed sequence is a 422 before it queues
+
+    def answer(self, inputs: list[list[str]], options: ReverseOptions) -> list[Any]:
+        out = self.predictor.predict([t for texts in inputs for t in texts], options).outputs
+        answers, start = [], 0
+        for texts in inputs:
+            answers.append(
+                ReverseResponse(model=self.name, outputs=out[start : start + len(texts)])
+            )
+            start += len(texts)
+        return answers
 
 
 TASK = TaskSpec(

@@ -25,6 +25,8 @@ from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.experiment import train
 from seqlab.storage.checkpoints import load_safetensors, read_meta
 from seqlab.storage.rundir import RunDir
+from seqlab.storage.training_state import TrainingState
+from seqlab.training.budget import Budget
 from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
 from seqlab.training.trainer import Callback, LossOutput, Trainer, TrainingDiverged
 from tiny_runs import lm_raw
@@ -88,7 +90,7 @@ KILLER = textwrap.dedent(
 
     class KillAt(Callback):
         def on_step(self, trainer, loss):
-            if trainer.pos.step == int(sys.argv[3]):
+            if trainer.state.step == int(sys.argv[3]):
                 os.kill(os.getpid(), signal.SIGKILL)
 
     cfg = config_from_dict(yaml.safe_load(open(sys.argv[1])))
@@ -500,7 +502,7 @@ def test_training_further_after_the_kept_average_continues_the_trained_state(tmp
 
     further = trainer_for(tmp_path / "cut", 30)
     further.restore(run.resume_checkpoint())
-    assert further.pos.step == 20 and further.pos.best == averaged["val_loss"]
+    assert further.state.step == 20 and further.state.best == averaged["val_loss"]
     further.fit()
     for name, weight in load_safetensors(run.step_dir(30) / "model.safetensors").items():
         expected = load_safetensors(long_run.step_dir(30) / "model.safetensors")[name]
@@ -546,7 +548,7 @@ def test_a_finished_run_names_the_limit_that_stopped_it_and_the_override_that_co
     further = trainer_for(lifted)
     further.restore(RunDir(tmp_path).resume_checkpoint())
     further.fit()
-    assert further.pos.step == 20
+    assert further.state.step == 20
 
 
 def test_the_training_summary_says_which_way_best_goes_and_gives_the_last(tmp_path):
@@ -689,7 +691,7 @@ POISON = textwrap.dedent(
 
     class Poison(Callback):  # the weights blow up after step 3
         def on_step(self, trainer, loss):
-            if trainer.pos.step == 3:
+            if trainer.state.step == 3:
                 with torch.no_grad():
                     next(trainer.model.parameters()).fill_(float("inf"))
 
@@ -719,6 +721,46 @@ def test_divergence_keeps_the_last_good_checkpoint_and_its_advice_works(tmp_path
         json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in metrics.jsonl"))
     assert main(["train", "--resume", str(tmp_path / "run"), "train.lr=0.0005"]) == 0
     assert RunDir(tmp_path / "run").pointer("latest") == 8
+
+
+def test_the_advice_after_a_smaller_budget_names_values_that_work(runs, tmp_path, capsys):
+    """A run at step 4 resumed with train.max_steps=2 is refused; the advice names a budget above
+    the step reached (not twice the override, which would be refused again), and it trains."""
+    run = tmp_path / "lm"
+    shutil.copytree(runs / "lm", run)
+    err = fails(
+        capsys, ["train", "--resume", run, "train.max_steps=2"], "train.max_steps=2 reached"
+    ).err
+    advised = err.strip().split(f"seqlab train --resume {run} ")[1].split()
+    assert advised == ["train.max_steps=6"]  # as much again as the limit, from step 4
+    assert main(["train", "--resume", str(run), *advised]) == 0
+    assert RunDir(run).pointer("latest") == 6
+
+
+@pytest.mark.parametrize(
+    "train",
+    [
+        {"max_steps": 10},
+        {"max_steps": 20},
+        {"epochs": 1},
+        {"epochs": 2, "max_steps": 100},
+        {"max_minutes": 5.0},
+        {"early_stopping_patience": 2},
+        {"max_steps": 10, "epochs": 1, "early_stopping_patience": 3, "max_minutes": 1.0},
+    ],
+)
+def test_every_lifted_limit_lets_the_run_go_on(train):
+    """Whatever budget a run at step 20 (epoch 2 of 10 steps, 5 validations without gain,
+    10 minutes spent) is resumed with, the overrides named lift every limit reached."""
+    state = TrainingState(step=20, epoch=2, evals_since_best=5)
+    cfg = config_from_dict({"train": {"epochs": 100, **train}}).train
+    budget, elapsed = Budget(cfg, steps_per_epoch=10), 600.0
+    assert budget.reason(state, elapsed) or budget.out_of_patience(state, "val_loss")
+    lifted = budget.lifted(state, elapsed)
+    raised = {k.removeprefix("train."): int(v) for k, v in (x.split("=") for x in lifted)}
+    cfg = config_from_dict({"train": {"epochs": 100, **train, **raised}}).train
+    again = Budget(cfg, steps_per_epoch=10)
+    assert again.reason(state, elapsed) == "" and again.out_of_patience(state, "val_loss") == ""
 
 
 def test_resuming_a_finished_run_changes_nothing(runs, tmp_path, capsys):
@@ -755,7 +797,7 @@ def test_resume_after_ctrl_c_is_exact(tmp_path):
 
         class CtrlC(Callback):
             def on_step(self, trainer, loss):
-                if trainer.pos.step == 6:
+                if trainer.state.step == 6:
                     os.kill(os.getpid(), signal.SIGINT)
 
         real = experiment.train
@@ -794,7 +836,7 @@ class Blowup(Callback):
         self.step = step
 
     def on_step(self, trainer, loss):
-        if trainer.pos.step == self.step:
+        if trainer.state.step == self.step:
             with torch.no_grad():
                 trainer.model.output.weight.fill_(3e38)
 
@@ -835,7 +877,7 @@ class Poison(Callback):
         self.step = step
 
     def on_step(self, trainer, loss):
-        if trainer.pos.step == self.step:
+        if trainer.state.step == self.step:
             with torch.no_grad():
                 next(trainer.model.parameters()).fill_(math.inf)
 
@@ -858,3 +900,10 @@ def test_divergence_never_advises_resuming_from_a_bad_checkpoint(tmp_path):
     assert "loss became" in msg and "at step 6" in msg
     assert "no good checkpoint to resume from" in msg and "last good checkpoint" not in msg
     assert "--resume" not in msg
+
+
+def test_a_run_with_a_time_budget_trains(tmp_path):
+    """``train.max_minutes`` makes the schedule read the clock while the trainer is being built
+    (the time fraction of a cosine schedule): it starts at zero and training goes on."""
+    raw = tiny_config(tmp_path, max_steps=4, max_minutes=5.0, schedule="cosine")
+    assert train(config_from_dict(raw), tmp_path / "run")["step"] == 4

@@ -296,7 +296,7 @@ class TinyRuns:
                 contextlib.redirect_stdout(quiet),
             ):
                 warnings.simplefilter("ignore")
-                patch.setattr("seqlab.tasks.classification.splits.image_splits", _synthetic_images)
+                patch.setattr("seqlab.tasks.classifier.splits.image_splits", _synthetic_images)
                 torch.manual_seed(0)
                 train(cfg, run_dir)
         return run_dir

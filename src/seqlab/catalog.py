@@ -25,9 +25,12 @@ panel for it (:class:`TaskSpec`).
 
 Reading a kind (:func:`models`, :func:`datasets`, :func:`cells`, :func:`positions`,
 :func:`tasks`) first
-imports, once, the package that registers seqlab's own records of that kind (:data:`BUILTIN`):
-adding an architecture or a dataset to seqlab is one new module plus its import line in
-``seqlab/models/__init__.py`` or ``seqlab/data/__init__.py``. Code outside seqlab registers its
+imports, once, the package that registers seqlab's own records of that kind (:data:`BUILTIN`;
+each architecture's module, :data:`BUILTIN_MODELS`, and each task's package,
+:data:`BUILTIN_TASKS`; one architecture or task alone when it is read by name, :func:`model`,
+:func:`task`):
+adding an architecture or a dataset to seqlab is one new module plus its line in
+:data:`BUILTIN_MODELS` or its import line in ``seqlab/data/__init__.py``. Code outside seqlab registers its
 records the same way before it loads a config that names them; :func:`registered` does it for the
 length of a ``with`` block (``tests/test_plugins.py`` trains, evaluates and loads a model and a
 dataset defined in the test file alone; ``tests/test_task_plugin.py`` a whole task, served).
@@ -88,13 +91,18 @@ class ModelSpec:
             (``language_modeling``, ``translation``, ``classification``, ``forecasting``).
         build: ``build(cfg, sizes) -> nn.Module``: a fresh model from a validated config and the
             :class:`Sizes` the data decided.
-        inputs: what the model reads: ``text`` (token ids), ``image`` or ``series``; a dataset
-            must give the same (:attr:`DatasetSpec.inputs`).
+        inputs: what the model reads: ``text`` (token ids), ``image``, ``series`` or ``audio``;
+            a dataset must give the same (:attr:`DatasetSpec.inputs`). Unless given, what the
+            config class says (its ``inputs`` class variable; ``text`` when it has none).
     """
 
     config: type
     build: Callable[[Any, Sizes], Any]
-    inputs: Inputs = "text"
+    inputs: Inputs = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.inputs is None:
+            object.__setattr__(self, "inputs", getattr(self.config, "inputs", "text"))
 
     @property
     def arch(self) -> str:
@@ -200,7 +208,7 @@ class TaskSpec:
         artefacts: the files it writes into a run directory besides config and checkpoints.
         rules: ``rules(cfg)`` raises ``ValueError`` (naming the keys) when an
             :class:`seqlab.config.ExperimentConfig` of this task combines its sections wrongly.
-        service: how it is served (:class:`seqlab.serve.service.Service`: route, request,
+        service: how it is served (:class:`seqlab.serving.service.Service`: route, request,
             response, handler, page panel), or None.
         summary: one line for listings.
     """
@@ -250,6 +258,7 @@ class PositionSpec:
         causal_only: carries no order by itself; only a causal mask makes the model see it.
         linear_attention: usable with ``model.attention: linear`` (no logits to bias there).
         ctranslate2: how a CTranslate2 export writes it, or None where it cannot.
+        pairs: rotates pairs of each head's dimensions: needs an even ``d_model / num_heads``.
     """
 
     name: str
@@ -259,15 +268,42 @@ class PositionSpec:
     causal_only: bool = False
     linear_attention: bool = True
     ctranslate2: str | None = None
+    pairs: bool = False
 
 
 #: the package that registers seqlab's own records of each kind, imported on first read
 BUILTIN = {
-    "models": "seqlab.models",
     "datasets": "seqlab.data",
     "cells": "seqlab.nn.cells",
     "positions": "seqlab.nn.attention_positions",
-    "tasks": "seqlab.tasks",
+}
+#: seqlab's own architectures (``model.arch``), in the order listings show them, and the module
+#: that registers each: imported when asked for by name (:func:`model`: a run of one
+#: architecture imports that module alone), or all of them by :func:`models`
+BUILTIN_MODELS = {
+    "rnn_lm": "seqlab.models.rnn_lm",
+    "transformer_lm": "seqlab.models.transformer_lm",
+    "seq2seq": "seqlab.models.seq2seq",
+    "bahdanau": "seqlab.models.bahdanau",
+    "transformer": "seqlab.models.transformer_seq2seq",
+    "rnn_classifier": "seqlab.models.rnn_classifier",
+    "cnn_text": "seqlab.models.cnn_text",
+    "transformer_classifier": "seqlab.models.transformer_classifier",
+    "vit": "seqlab.models.vit",
+    "cnn_image": "seqlab.models.cnn_image",
+    "audio_classifier": "seqlab.models.audio",
+    "ar": "seqlab.models.forecasters",
+    "rnn_forecaster": "seqlab.models.forecasters",
+    "transformer_forecaster": "seqlab.models.forecasters",
+}
+#: seqlab's own tasks, in the order listings show them, and the package that registers each:
+#: imported when asked for by name (:func:`task`), or all of them by :func:`tasks`
+BUILTIN_TASKS = {
+    "language_modeling": "seqlab.tasks.language_modeling",
+    "translation": "seqlab.tasks.translation",
+    "classification": "seqlab.tasks.classification",
+    "audio_classification": "seqlab.tasks.audio",
+    "forecasting": "seqlab.tasks.forecasting",
 }
 
 _MODELS: dict[str, ModelSpec] = {}
@@ -282,7 +318,9 @@ def _builtin(kind: str) -> None:
     if kind not in _loaded:
         _loaded.add(kind)
         try:
-            importlib.import_module(BUILTIN[kind])
+            by_name = {"tasks": BUILTIN_TASKS, "models": BUILTIN_MODELS}.get(kind)
+            for package in dict.fromkeys(by_name.values()) if by_name else [BUILTIN[kind]]:
+                importlib.import_module(package)
         except BaseException:
             _loaded.discard(kind)
             raise
@@ -403,9 +441,21 @@ def registered(*records: Record) -> Iterator[None]:
 
 # --------------------------------------------------------------------------------- reading
 def models() -> Mapping[str, ModelSpec]:
-    """Every architecture, by ``model.arch``."""
+    """Every architecture, by ``model.arch``: seqlab's own first (:data:`BUILTIN_MODELS`, every
+    module of them imported), then the others in the order registered."""
     _builtin("models")
-    return MappingProxyType(_MODELS)
+    ordered = {arch: _MODELS[arch] for arch in BUILTIN_MODELS if arch in _MODELS}
+    return MappingProxyType({**ordered, **_MODELS})
+
+
+def model(arch: object) -> ModelSpec | None:
+    """The architecture called ``arch`` (None if there is none), importing, of seqlab's own,
+    that one's module alone."""
+    if not isinstance(arch, str):
+        return None
+    if arch not in _MODELS and arch in BUILTIN_MODELS:
+        importlib.import_module(BUILTIN_MODELS[arch])
+    return _MODELS.get(arch)
 
 
 def datasets() -> Mapping[str, DatasetSpec]:
@@ -427,14 +477,19 @@ def positions() -> Mapping[str, PositionSpec]:
 
 
 def tasks() -> Mapping[str, TaskSpec]:
-    """Every task, by name."""
+    """Every task, by name: seqlab's own first (:data:`BUILTIN_TASKS`, every package of them
+    imported), then the others in the order registered."""
     _builtin("tasks")
-    return MappingProxyType(_TASKS)
+    ordered = {name: _TASKS[name] for name in BUILTIN_TASKS if name in _TASKS}
+    return MappingProxyType({**ordered, **_TASKS})
 
 
-def task_rules() -> Mapping[str, Callable[[Any], None]]:
-    """Each task's configuration rules, by task name."""
-    return {name: spec.rules for name, spec in tasks().items() if spec.rules is not None}
+def task(name: str) -> TaskSpec | None:
+    """The task called ``name`` (None if there is none), importing, of seqlab's own tasks, that
+    one's package alone."""
+    if name not in _TASKS and name in BUILTIN_TASKS:
+        importlib.import_module(BUILTIN_TASKS[name])
+    return _TASKS.get(name)
 
 
 def choices(names: Any) -> str:

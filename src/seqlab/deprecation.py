@@ -11,7 +11,9 @@ Command-line flags renamed to one name per concept (a run directory is ``--run``
 ``--png``, values ahead ``--horizon``) still parse, hidden from ``--help``, as the new flag, with one
 warning per process, ``seqlab forecast --steps is deprecated; use --horizon``:
 :data:`RENAMED_FLAGS` is the only place the old flags are written (the parsers take them from it:
-:func:`seqlab.cli.common.add_renamed_flags`).
+:func:`seqlab.cli.common.add_renamed_flags`). An old flag and its new name given together
+(``--horizon 4 --steps 3``) is an error naming both (:func:`flags_given_together`), as an old key
+and its new name in one config file is.
 
 Keyword arguments renamed to the package's one name per concept (PyTorch's where it has one:
 ``need_weights``, ``lengths``) keep their old spelling through :func:`renamed_kwargs`, with a
@@ -35,6 +37,8 @@ class SeqlabDeprecationWarning(FutureWarning):
 RENAMED_VALUES: dict[str, dict[str, str]] = {
     "model.cell": {"gru_notes": "gru_reset_before", "gated_rnn": "output_gated_rnn"},
     "model.decoder": {"paper": "maxout", "d2l": "linear"},
+    # a translation engine (``--engine``, ``engine=``): seqlab's own search has one name
+    "engine": {"pytorch": "seqlab"},
 }
 
 #: ``section.old_key`` -> ``section.new_key``: the old key is read as the new one
@@ -69,6 +73,17 @@ def renamed_flag(command: str, old: str) -> str:
             stacklevel=2,
         )
     return new
+
+
+def flags_given_together(new: str, given: list[str]) -> str:
+    """The error for one option of a command given by more than one of its names
+    (``given``: the new flag ``new`` and its old names of :data:`RENAMED_FLAGS`, as typed): one
+    value would be dropped, so neither is taken, as a renamed key and its new name in one config
+    is refused (:func:`renamed_keys`)."""
+    olds = [flag for flag in dict.fromkeys(given) if flag != new]
+    names = " and ".join(dict.fromkeys(given))
+    what = f"{olds[0]} is the old name" if len(olds) == 1 else f"{' and '.join(olds)} are old names"
+    return f"{names} given together: {what} of {new}; give only {new}"
 
 
 def renamed_value(key: str, value: Any) -> Any:

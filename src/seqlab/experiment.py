@@ -20,12 +20,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from seqlab.atomic import WRITE_ERRNOS
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError, SeqlabError
 from seqlab.runtime.machine import machine, set_threads
 from seqlab.runtime.precision import resume_precision
 from seqlab.storage import checkpoints as ckpt
-from seqlab.storage.atomic import WRITE_ERRNOS
 from seqlab.storage.rundir import RunDir, RunLock
 from seqlab.tasks import artefacts, build_experiment
 from seqlab.training import distributed as dist

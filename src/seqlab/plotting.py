@@ -21,7 +21,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from seqlab.storage.atomic import atomic_open  # noqa: E402
+from seqlab.atomic import atomic_open  # noqa: E402
 
 #: while drawing: no LaTeX runs whatever the user's matplotlibrc says, and the tick labels
 #: matplotlib makes while drawing are mathtext (a log axis's ``$\mathdefault{10^{2}}$``)

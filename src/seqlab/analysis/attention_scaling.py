@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from seqlab.demos.summary import claim, num
+from seqlab.analysis.summary import claim, num
 
 
 def measure(widths: list[int], num_keys: int = 16, samples: int = 2000, seed: int = 0) -> dict:

@@ -25,11 +25,11 @@ from typing import Any
 
 import torch
 
-from seqlab.demos.summary import claim, num
+from seqlab.analysis.summary import claim, num
+from seqlab.atomic import atomic_open, atomic_write_json
 from seqlab.errors import SeqlabError
 from seqlab.nn.cells import GRUCell, LSTMCell, PeepholeLSTMCell, make_cell
 from seqlab.runtime.machine import machine
-from seqlab.storage.atomic import atomic_open, atomic_write_json
 
 
 def measure_gradient_norms(

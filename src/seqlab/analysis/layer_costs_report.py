@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from seqlab.demos.summary import claim, num
+from seqlab.analysis.summary import claim, num
+from seqlab.atomic import atomic_write_json
 from seqlab.runtime.machine import machine
-from seqlab.storage.atomic import atomic_write_json
 
 
 # ------------------------------------------------------------------------- reading and writing

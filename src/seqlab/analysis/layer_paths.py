@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqlab.demos.summary import claim
+from seqlab.analysis.summary import claim
 from seqlab.nn.attention import MultiHeadAttention
 from seqlab.nn.rnn import RNN
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.demos.summary import claim, num
+from seqlab.analysis.summary import claim, num
 from seqlab.nn.positional_encoding import relative_shift_matrix, sinusoidal_table
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from seqlab.demos.summary import claim, num
+from seqlab.analysis.summary import claim, num
 from seqlab.nn.attention import MultiHeadAttention
 
 WORDS = ("Thinking", "Machines")

@@ -21,11 +21,11 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from seqlab.atomic import WRITE_ERRNOS
 from seqlab.cli import data, demo, export, infer, serve, tools, train
 from seqlab.cli.common import Parser
 from seqlab.errors import SeqlabError, TrainingInterrupted
 from seqlab.runtime.allocator import use_huge_pages
-from seqlab.storage.atomic import WRITE_ERRNOS
 
 
 def build_parser() -> argparse.ArgumentParser:

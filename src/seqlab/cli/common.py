@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from seqlab.deprecation import RENAMED_FLAGS, renamed_flag
+from seqlab.deprecation import RENAMED_FLAGS, flags_given_together, renamed_flag
 from seqlab.errors import SeqlabError
-from seqlab.storage.atomic import check_replaceable
 from seqlab.storage.output_dirs import output_dir
-from seqlab.storage.outputs import RULE, check_not_run_file, output_file
+from seqlab.storage.outputs import RULE, output_file
+from seqlab.storage.outputs import check_writable as check_writable  # the commands' check
 from seqlab.storage.text import decode_lines
 from seqlab.storage.text import read_lines as read_lines  # the commands read files by one rule
 
@@ -57,16 +57,38 @@ class Parser(argparse.ArgumentParser):
 
 
 def _rename_flags(args: list[str], renamed: dict[str, str], parser: Parser) -> list[str]:
+    """``args`` with each old flag spelled as its new one (one warning each); an option given
+    by two of its names (``--horizon 4 --steps 3``) is an error naming them
+    (:func:`seqlab.deprecation.flags_given_together`), where argparse would keep the last."""
     command = getattr(parser, "renamed_command", "")
+    flags = args[: args.index("--")] if "--" in args else args  # then arguments, never flags
+    spelled: dict[str, list[str]] = {}  # new flag -> its names given
+    for token in flags:
+        name = _full_flag(parser, token.partition("=")[0])
+        new = renamed.get(name, name)
+        if new in renamed.values():
+            spelled.setdefault(new, []).append(name)
+    for new, names in spelled.items():
+        if len(set(names)) > 1:
+            parser.error(flags_given_together(new, names))
     out = []
     for i, token in enumerate(args):
-        if token == "--":  # what follows is arguments, never flags
+        if token == "--":
             return out + args[i:]
         name, eq, value = token.partition("=")
         if name in renamed:
             token = renamed_flag(command, name) + eq + value
         out.append(token)
     return out
+
+
+def _full_flag(parser: argparse.ArgumentParser, name: str) -> str:
+    """The option string that ``name`` gives (itself, or what argparse reads an unambiguous
+    abbreviation as: ``--hor`` for ``--horizon``); ``name`` itself when it names none."""
+    if not name.startswith("--") or name in parser._option_string_actions:
+        return name
+    found = [flag for flag in parser._option_string_actions if flag.startswith(name)]
+    return found[0] if len(found) == 1 and parser.allow_abbrev else name
 
 
 class _RenamedFlag(argparse.Action):
@@ -178,25 +200,6 @@ def _stdin_bytes(data: bytes | str) -> bytes:
         return data.encode("utf-8", "surrogatepass")
 
 
-def check_writable(path: str | Path, what: str = "--output") -> Path:
-    """Fail now, before any long work, if ``path`` cannot be written, or is a symbolic link or
-    special file that writing would replace (seqlab replaces only regular files), or a file of a
-    training run (:func:`seqlab.storage.outputs.check_not_run_file`)."""
-    path = Path(path)
-    if path.is_dir() and not path.is_symlink():
-        raise SeqlabError(f"{what} {path} is a directory; give a file name")
-    check_replaceable(path, what)
-    check_not_run_file(path, what)
-    parent = path.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise SeqlabError(f"{what} {path}: cannot write into {parent}")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise SeqlabError(f"{what} {path}: the file is not writable")
-    return path
-
-
 def check_writable_dir(path: str | Path, what: str) -> Path:
     """Fail now if directory ``path`` cannot be created or written into."""
     path = Path(path)
@@ -227,15 +230,15 @@ def writes_file(
     option: str, func: Callable[[argparse.Namespace], int], what: str | None = None
 ) -> Callable[[argparse.Namespace], int]:
     """``func``, with the file ``args.<option>`` (when given) held to the rule of
-    :mod:`seqlab.storage.outputs`: checked before any work (:func:`check_writable`, then replaced only if
-    seqlab wrote it, or with ``--force``), recorded as seqlab's once written."""
+    :mod:`seqlab.storage.outputs`: checked before any work (:func:`check_writable`, then replaced
+    only if seqlab wrote it, or with ``--force``), recorded as seqlab's once written
+    (:func:`seqlab.storage.outputs.output_file`, the check the Python API makes too)."""
     what = what or "--" + option.replace("_", "-")
 
     def run(args: argparse.Namespace) -> int:
         path = getattr(args, option, None)
         if not path:
             return func(args)
-        check_writable(path, what)
         with output_file(path, what, force=getattr(args, "force", False)):
             return func(args)
 

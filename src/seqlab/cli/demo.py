@@ -10,6 +10,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from seqlab.analysis.summary import files_line, numbers_line
+from seqlab.atomic import atomic_write_json
 from seqlab.cli.common import (
     OUT_HELP,
     check_writable_dir,
@@ -20,10 +22,8 @@ from seqlab.cli.common import (
     writes_into,
 )
 from seqlab.demos import DEMOS
-from seqlab.demos.summary import files_line, numbers_line
 from seqlab.deprecation import SeqlabDeprecationWarning
 from seqlab.errors import SeqlabError
-from seqlab.storage.atomic import atomic_write_json
 
 
 def cmd_demo_kernel_regression(args: argparse.Namespace) -> int:

@@ -370,7 +370,7 @@ def add_declared(p: argparse.ArgumentParser, command: str) -> None:
         else:
             p.add_argument(
                 flag,
-                type=TYPES[option.type],
+                type=option.convert or TYPES[option.type],
                 choices=list(option.choices) or None,
                 default=option.default,
                 metavar=option.metavar,

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from seqlab.cli.common import positive_int
 from seqlab.errors import SeqlabError
-from seqlab.serve.limits import Limits
+from seqlab.serving.limits import Limits
 
 
 def _api_key(path: str) -> str:
@@ -73,10 +73,10 @@ def _ctranslate2_decodes(specs: list[str], engine: str) -> bool:
     for spec in specs:
         path = spec.partition("=")[2] or spec
         try:
-            arch = RunDir(path).read_config().model.arch
+            model = RunDir(path).read_config().model
         except (SeqlabError, OSError, ValueError):
             continue  # load_models reports it
-        if engine_decodes("ctranslate2", arch):
+        if engine_decodes("ctranslate2", model):
             return True
     return False
 
@@ -128,7 +128,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for handler in app.state.handlers.values():
         print(
             f"  {handler.name}: {handler.task.replace('_', ' ')}, model.arch="
-            f"{handler.cfg.model.arch}, engine {handler.engine}",
+            f"{handler.cfg.model.arch}, engine {handler.engine}"
+            + (f" ({why})" if (why := getattr(handler, "why", None)) else ""),
             file=sys.stderr,
         )
     if args.host not in ("127.0.0.1", "localhost", "::1"):

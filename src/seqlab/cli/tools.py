@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from seqlab import catalog
+from seqlab.analysis.summary import claim, files_line, num, numbers_line
 from seqlab.cli.common import (
     OUT_HELP,
     add_force,
@@ -24,7 +25,6 @@ from seqlab.cli.common import (
     writes_into,
 )
 from seqlab.config import load_config
-from seqlab.demos.summary import claim, files_line, num, numbers_line
 from seqlab.deprecation import renamed_value
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.storage.outputs import FILE_RULE, RULE

@@ -17,12 +17,14 @@ from __future__ import annotations
 import io
 import json
 import re
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from seqlab.atomic import atomic_write_bytes, atomic_write_json
+from seqlab.data.vocab import WARNED_INPUTS, reporting_unknown
 from seqlab.errors import DataError
-from seqlab.storage.atomic import atomic_write_bytes, atomic_write_json
 
 Normalize = Literal["none", "nmt", "letters"]
 _NON_LETTERS = re.compile(r"[^A-Za-z]+")
@@ -40,6 +42,75 @@ def normalize_text(text: str, how: Normalize) -> str:
         text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
         return _SPACE_BEFORE_PUNCT.sub(r" \1", text)
     raise ValueError(f"unknown normalisation {how!r}; choose none, nmt or letters")
+
+
+# ---------------------------------------------------------------- what a normalisation changed
+class NormalisedTextWarning(UserWarning):
+    """The user's text was changed by the run's ``data.normalize`` before the model read it
+    (characters dropped, words lowercased): one warning per input, as for tokens outside the
+    vocabulary (:class:`~seqlab.data.vocab.UnknownTokenWarning`), and silenced with them
+    (:func:`~seqlab.data.vocab.quiet_unknown`)."""
+
+
+#: distinct characters, and distinct words, named in one message; the others are counted
+SHOWN_CHANGES = 5
+_LETTER_RUNS = re.compile(r"[A-Za-z]+")
+
+
+def normalisation_changes(text: str, how: Normalize) -> tuple[list[str], list[str]]:
+    """What :func:`normalize_text` changes of ``text`` that the model cannot read back: the
+    distinct characters it drops (``letters``: all but ASCII letters and spaces) and the
+    distinct words it lowercases, in order. Spacing (runs of spaces, a space before ``,
+    . ! ?``, non-breaking spaces) is not counted: it changes no token's letters."""
+    if how == "letters":
+        dropped = [c for c in dict.fromkeys(text) if not c.isspace() and not _is_ascii_letter(c)]
+        words = _LETTER_RUNS.findall(text)
+    elif how == "nmt":
+        dropped, words = [], text.split()
+    else:
+        return [], []
+    return dropped, [w for w in dict.fromkeys(words) if w != w.lower()]
+
+
+def _is_ascii_letter(c: str) -> bool:
+    return "a" <= c <= "z" or "A" <= c <= "Z"
+
+
+def normalisation_messages(found: Iterable[tuple[str, str]], how: Normalize) -> list[str]:
+    """One message per input that ``data.normalize=how`` changes, for ``(where, text)`` pairs
+    (``where``: the input's name, e.g. ``the prefix``): ``the prefix: normalised
+    (data.normalize=letters): 'é', '🙂' dropped; 'THE' -> 'the'``. The command line and the
+    Python API warn each (:func:`warn_normalised`), the server answers them in ``warnings``."""
+    messages, more = [], 0
+    for where, text in found:
+        dropped, lowered = normalisation_changes(text, how)
+        if (dropped or lowered) and len(messages) == WARNED_INPUTS:
+            more += 1
+            continue
+        parts = []
+        if dropped:
+            parts.append(_listed([repr(c) for c in dropped]) + " dropped")
+        if lowered:
+            parts.append(_listed([f"{w!r} -> {w.lower()!r}" for w in lowered]))
+        if parts:
+            messages.append(f"{where}: normalised (data.normalize={how}): " + "; ".join(parts))
+    if more:
+        messages.append(f"and {more} more input{'s' if more > 1 else ''} normalised")
+    return messages
+
+
+def _listed(items: list[str]) -> str:
+    shown = ", ".join(items[:SHOWN_CHANGES])
+    return shown + (f" and {len(items) - SHOWN_CHANGES} more" if len(items) > SHOWN_CHANGES else "")
+
+
+def warn_normalised(found: Iterable[tuple[str, str]], how: Normalize, stacklevel: int = 2) -> None:
+    """A :class:`NormalisedTextWarning` for each message of :func:`normalisation_messages`
+    (none inside :func:`~seqlab.data.vocab.quiet_unknown`)."""
+    if not reporting_unknown():
+        return
+    for message in normalisation_messages(found, how):
+        warnings.warn(message, NormalisedTextWarning, stacklevel=stacklevel + 1)
 
 
 class CharTokenizer:

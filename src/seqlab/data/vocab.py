@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from seqlab import tokens as special
+from seqlab.atomic import atomic_write_json
 from seqlab.errors import DataError
-from seqlab.storage.atomic import atomic_write_json
 
 RESERVED = special.SPECIAL_TOKENS
 FORMAT = "seqlab.vocab/1"

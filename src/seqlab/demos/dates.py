@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from seqlab.analysis.summary import claim, numbers_line, percent, run_precision
 from seqlab.config import load_config
-from seqlab.demos.summary import claim, numbers_line, percent, run_precision
 from seqlab.experiment import train
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks import artefacts, load

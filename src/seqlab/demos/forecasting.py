@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
+from seqlab.analysis.summary import claim, files_line, num, numbers_line, run_precision
+from seqlab.atomic import atomic_write_json
 from seqlab.config import load_config
 from seqlab.data.series import k_step_predictions
 from seqlab.demos.dates import clear_earlier_run
-from seqlab.demos.summary import claim, files_line, num, numbers_line, run_precision
 from seqlab.experiment import train
 from seqlab.plotting import plot_lines, plot_series
-from seqlab.storage.atomic import atomic_write_json
 from seqlab.tasks import load
 from seqlab.tasks.forecasting import load_series, split_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from seqlab.analysis.kernel_regression import run_kernel_regression_demo
-from seqlab.demos.summary import claim, files_line, num, numbers_line
+from seqlab.analysis.summary import claim, files_line, num, numbers_line
 
 
 def kernel_regression_demo(out_dir: str | Path, seed: int = 0) -> dict[str, float]:

@@ -36,12 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from seqlab.analysis import summary as S
+from seqlab.atomic import atomic_write_json
 from seqlab.config import config_from_dict, load_config
-from seqlab.demos import summary as S
 from seqlab.demos.lm_comparisons import _train, _val_loss, _vocab_size
 from seqlab.errors import SeqlabError
 from seqlab.plotting import save_figure
-from seqlab.storage.atomic import atomic_write_json
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks import load
 from seqlab.tasks.language_modeling import load_corpus

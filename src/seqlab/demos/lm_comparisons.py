@@ -18,7 +18,7 @@ run directories under ``OUT``:
 
 What each prints (:func:`positions_summary`, :func:`norm_summary`, :func:`choices_summary`) is one
 rounded sentence per model and claim; a validation loss that diverged
-(:func:`seqlab.demos.summary.diverged`) reads "diverged", and its JSON row has ``"diverged":
+(:func:`seqlab.analysis.summary.diverged`) reads "diverged", and its JSON row has ``"diverged":
 true`` and no perplexity.
 """
 
@@ -32,14 +32,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from seqlab.analysis import summary as S
+from seqlab.atomic import atomic_write_json
 from seqlab.config import config_from_dict
 from seqlab.data.vocab import Vocab
-from seqlab.demos import summary as S
 from seqlab.demos.dates import clear_earlier_run
 from seqlab.experiment import train
 from seqlab.nn.losses import perplexity
 from seqlab.plotting import plot_series
-from seqlab.storage.atomic import atomic_write_json
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks import load
 from seqlab.tasks.language_modeling import load_corpus
@@ -53,7 +53,7 @@ def _train(out: Path, name: str, spec: dict[str, Any], threads: int) -> tuple[Pa
 
     A run whose loss or gradient became NaN or infinite stops there (:class:`TrainingDiverged`)
     and the demo goes on: its metrics end with a validation loss of None, which reads as
-    diverged (:func:`seqlab.demos.summary.diverged`)."""
+    diverged (:func:`seqlab.analysis.summary.diverged`)."""
     run_dir = out / name
     clear_earlier_run(run_dir)
     spec = {**spec, "name": name}

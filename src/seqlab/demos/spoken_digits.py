@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from seqlab import catalog
+from seqlab.analysis.summary import claim, percent, run_precision
+from seqlab.atomic import atomic_write_text
 from seqlab.config import load_config
 from seqlab.data.audio_batching import pad_waves
 from seqlab.demos.dates import clear_earlier_run
-from seqlab.demos.summary import claim, percent, run_precision
 from seqlab.experiment import train
-from seqlab.storage.atomic import atomic_write_text
 from seqlab.tasks import load
 from seqlab.tasks.audio.figures import plot_audio_pipeline, plot_spectrogram_attention
 

@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from seqlab.analysis.summary import claim, percent, run_precision
+from seqlab.atomic import atomic_write_text
 from seqlab.config import load_config
 from seqlab.demos.dates import clear_earlier_run
-from seqlab.demos.summary import claim, percent, run_precision
 from seqlab.deprecation import renamed_kwargs
 from seqlab.experiment import train
 from seqlab.plotting import plot_lines
-from seqlab.storage.atomic import atomic_write_text
 from seqlab.tasks import load
 
 MODELS = {"vit": "mnist-vit", "cnn": "mnist-cnn"}

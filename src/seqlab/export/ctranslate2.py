@@ -142,24 +142,30 @@ def _ffn(spec: Any, ffn: nn.Module, ln: nn.LayerNorm) -> None:
     _linear(spec.linear_1, ffn.linear2.weight, ffn.linear2.bias)
 
 
+def scheme_problem(cfg: Any) -> str | None:
+    """What of a Transformer's config ``cfg`` CTranslate2 cannot hold (``model.positions:
+    alibi; it supports ...``), or None: its attention must be softmax and its position scheme
+    one CTranslate2 computes (:attr:`~seqlab.catalog.PositionSpec.ctranslate2`)."""
+    if cfg.attention != "softmax":
+        return (
+            f"model.attention: {cfg.attention} (CTranslate2 computes softmax attention only); it "
+            "supports model.attention: softmax"
+        )
+    if position_spec(cfg.positions).ctranslate2 is None:
+        supported = [name for name, p in catalog.positions().items() if p.ctranslate2]
+        return f"model.positions: {cfg.positions}; it supports model.positions: " + ", ".join(
+            supported
+        )
+    return None
+
+
 def exported_positions(model: TransformerSeq2Seq) -> PositionSpec:
     """The record of ``model``'s ``model.positions``, or a one-line error when CTranslate2
-    cannot compute it (its ``ctranslate2`` is None) or the decoder's attention is linear."""
-    cfg = model.cfg
-    if cfg.attention != "softmax":
-        raise SeqlabError(
-            f"CTranslate2 export cannot write model.attention: {cfg.attention} (CTranslate2 "
-            "computes softmax attention only); it supports model.attention: softmax (nothing "
-            "was written)"
-        )
-    record = position_spec(cfg.positions)
-    if record.ctranslate2 is None:
-        supported = [name for name, p in catalog.positions().items() if p.ctranslate2]
-        raise SeqlabError(
-            f"CTranslate2 export cannot write model.positions: {cfg.positions}; it supports "
-            f"model.positions: {', '.join(supported)} (nothing was written)"
-        )
-    return record
+    cannot hold the model (:func:`scheme_problem`)."""
+    problem = scheme_problem(model.cfg)
+    if problem is not None:
+        raise SeqlabError(f"CTranslate2 export cannot write {problem} (nothing was written)")
+    return position_spec(model.cfg.positions)
 
 
 def _position_table(embed: nn.Module) -> Any:

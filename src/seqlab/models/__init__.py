@@ -1,8 +1,9 @@
 """Whole models, and :func:`build_model`, the one place a model is constructed from its config.
 
 Each architecture's module holds its config class (a :class:`seqlab.config.ModelConfigBase`), its
-model and one :func:`seqlab.catalog.register_model` line; the imports below are the registration
-lines: a new architecture is a new module plus its line here.
+model and one :func:`seqlab.catalog.register_model` line; the catalog imports the module when its
+architecture is first named (:data:`seqlab.catalog.BUILTIN_MODELS`), so a config or a run of one
+architecture imports no other: a new architecture is a new module plus its line there.
 """
 
 from __future__ import annotations
@@ -11,22 +12,6 @@ from torch import nn
 
 from seqlab import catalog
 from seqlab.config import ModelConfigBase
-
-# one line per architecture module: importing it registers its architectures
-from seqlab.models import (  # noqa: F401
-    audio,
-    bahdanau,
-    cnn_image,
-    cnn_text,
-    forecasters,
-    rnn_classifier,
-    rnn_lm,
-    seq2seq,
-    transformer_classifier,
-    transformer_lm,
-    transformer_seq2seq,
-    vit,
-)
 
 
 def build_model(
@@ -50,7 +35,7 @@ def build_model(
         window: forecasters' τ, the past values they read.
         sample_rate: audio models' rate of the waveforms (Hz), ``data.sample_rate``.
     """
-    spec = catalog.models().get(cfg.arch)
+    spec = catalog.model(cfg.arch)
     if spec is None:
         raise ValueError(
             f"no model is built for model.arch={cfg.arch!r}; registered: "

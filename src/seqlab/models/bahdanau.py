@@ -41,60 +41,18 @@ for all positions at once. Teacher forcing and decoding steps share this one cod
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, Sizes, register_model
-from seqlab.config import CellName, ModelConfigBase, Positive, Probability
-from seqlab.deprecation import renamed_value
+from seqlab.config.models import BahdanauConfig
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.nn.attention import padding_mask
 from seqlab.nn.attention_scores import attention_pool, make_score
 from seqlab.nn.cells import make_cell
 from seqlab.nn.rnn import State, recurrent_layer, run_layer
-
-
-class BahdanauConfig(ModelConfigBase):
-    """Attentive RNN encoder–decoder (Bahdanau et al. 2014).
-
-    ``decoder: maxout`` (the default), the paper's RNNsearch (§3 and appendix A): a bidirectional
-    GRU encoder, s_0 = tanh(W_s ←h_1), the previous decoder state scored against the 2H-wide
-    annotations, a maxout output layer. ``decoder: linear``, d2l.ai §11.4 (The Bahdanau Attention
-    Mechanism): a unidirectional L-layer GRU encoder whose final states start the decoder, the
-    previous top-layer decoder state as the query, a linear output layer. ``attention`` picks the
-    scoring function (d2l.ai §11.3): additive (Bahdanau's), dot, general and location (Luong et
-    al. 2015, §3.1) or scaled_dot (Vaswani et al. 2017, §3.2.1)."""
-
-    arch: Literal["bahdanau"] = "bahdanau"
-    task: ClassVar[str] = "translation"
-    cell: CellName = Field("gru", description="the recurrent cell of encoder and decoder")
-    embed_dim: Positive = 256
-    hidden_size: Positive = 512
-    num_layers: Positive = 1
-    dropout: Probability = 0.2
-    decoder: Literal["maxout", "linear"] = "maxout"
-    attention: Literal["additive", "dot", "scaled_dot", "general", "location"] = "additive"
-    max_len: Positive = Field(256, description="location attention: most source positions")
-
-    @field_validator("decoder", mode="before")
-    @classmethod
-    def _renamed_decoder(cls, value: object) -> object:
-        return renamed_value("model.decoder", value)
-
-    @model_validator(mode="after")
-    def _score_fits(self) -> BahdanauConfig:
-        if self.attention in ("dot", "scaled_dot") and self.decoder == "maxout":
-            raise ValueError(
-                f"attention {self.attention} needs queries and keys of one size, but decoder: "
-                f"maxout scores its {self.hidden_size}-wide state against "
-                f"{2 * self.hidden_size}-wide bidirectional annotations; use decoder: linear "
-                "(unidirectional encoder) or attention additive | general | location"
-            )
-        return self
 
 
 @dataclass(frozen=True)

@@ -7,26 +7,10 @@ linear head — the classic MNIST ConvNet shape.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
-
-from pydantic import Field
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability
-
-
-class ImageCNNConfig(ModelConfigBase):
-    """A small convolutional network for images: blocks of two 3×3 convolutions and 2×2
-    max-pooling, then a hidden layer and the head."""
-
-    arch: Literal["cnn_image"] = "cnn_image"
-    task: ClassVar[str] = "classification"
-    image_size: Positive = 28
-    channels: Positive = 1
-    widths: Annotated[list[Positive], Field(min_length=1)] = [32, 64]
-    hidden: Positive = 128
-    dropout: Probability = 0.25
+from seqlab.config.models import ImageCNNConfig
 
 
 class ImageCNN(nn.Module):
@@ -66,6 +50,5 @@ register_model(
     ModelSpec(
         ImageCNNConfig,
         lambda cfg, sizes: ImageCNN(sizes.need("num_classes"), cfg),
-        inputs="image",
     )
 )

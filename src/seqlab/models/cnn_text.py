@@ -14,31 +14,12 @@ are zero vectors, as the ``<pad>`` embedding is.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
-
 import torch
-from pydantic import Field
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import ModelConfigBase, Positive, Probability
+from seqlab.config.models import CNNTextConfig
 from seqlab.tokens import PAD
-
-
-class CNNTextConfig(ModelConfigBase):
-    """Convolutions of several widths over word embeddings, max-over-time pooling (Kim 2014)."""
-
-    arch: Literal["cnn_text"] = "cnn_text"
-    task: ClassVar[str] = "classification"
-    embed_dim: Positive = 128
-    widths: Annotated[list[Positive], Field(min_length=1)] = [3, 4, 5]
-    channels: Positive = 100
-    dropout: Probability = 0.5
-    depth: Annotated[int, Field(ge=1, le=8)] = Field(
-        1,
-        description="convolution layers: depth - 1 layers of width 3 (same padding, ReLU, "
-        "zeros past each sequence's end) before the layer of several widths; 1 is Kim's CNN",
-    )
 
 
 class CNNTextClassifier(nn.Module):

@@ -20,72 +20,16 @@ The baselines need no parameters: :func:`persistence` (x̂_{t+1} = x_t) and
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
-
 import torch
-from pydantic import Field, model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import (
-    CellName,
-    ModelConfigBase,
-    NonNegative,
-    PositionsName,
-    Positive,
-    Probability,
-    check_heads,
-    check_positions,
-)
+from seqlab.config.models import ARConfig, RNNForecasterConfig, TransformerForecasterConfig
 from seqlab.nn.attention import causal_mask
 from seqlab.nn.attention_positions import relative_positions_for
 from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.nn.rnn import recurrent_layer, run_layer
 from seqlab.nn.transformer import EncoderBlock
-
-
-class ARConfig(ModelConfigBase):
-    """Autoregressive model AR(τ): x̂_t = f(x_{t-1}, …, x_{t-τ}); linear (``hidden: 0``) or an MLP
-    with one hidden ReLU layer (d2l's 10 units)."""
-
-    arch: Literal["ar"] = "ar"
-    task: ClassVar[str] = "forecasting"
-    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
-    hidden: NonNegative = 10
-
-
-class RNNForecasterConfig(ModelConfigBase):
-    """Latent autoregressive model h_t = g(h_{t-1}, x_{t-1}), x̂_t from h_t: an RNN (``cell``) over
-    the window, a linear read-out of the last state."""
-
-    arch: Literal["rnn_forecaster"] = "rnn_forecaster"
-    task: ClassVar[str] = "forecasting"
-    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
-    cell: CellName = "gru"
-    hidden_size: Positive = 32
-    num_layers: Positive = 1
-    dropout: Probability = 0.0
-
-
-class TransformerForecasterConfig(ModelConfigBase):
-    """Causal Transformer over the window (values projected to d_model, learned positions or
-    another ``positions`` scheme); the last position's output predicts the next value."""
-
-    arch: Literal["transformer_forecaster"] = "transformer_forecaster"
-    task: ClassVar[str] = "forecasting"
-    linear_skip: bool = Field(False, description="add a linear AR(τ) term to the output")
-    d_model: Positive = 32
-    num_heads: Positive = 4
-    num_layers: Positive = 2
-    d_ff: Positive = 64
-    dropout: Probability = 0.0
-    positions: PositionsName = "learned"
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerForecasterConfig:
-        check_heads(self.d_model, self.num_heads)
-        check_positions(self.positions, causal=True)
-        return self
 
 
 class WindowForecaster(nn.Module):
@@ -189,22 +133,16 @@ def seasonal_persistence(series: Tensor, t: Tensor, season: int) -> Tensor:
     return series[t - season]
 
 
-register_model(
-    ModelSpec(
-        ARConfig, lambda cfg, sizes: AutoRegressive(sizes.need("window"), cfg), inputs="series"
-    )
-)
+register_model(ModelSpec(ARConfig, lambda cfg, sizes: AutoRegressive(sizes.need("window"), cfg)))
 register_model(
     ModelSpec(
         RNNForecasterConfig,
         lambda cfg, sizes: RNNForecaster(sizes.need("window"), cfg),
-        inputs="series",
     )
 )
 register_model(
     ModelSpec(
         TransformerForecasterConfig,
         lambda cfg, sizes: TransformerForecaster(sizes.need("window"), cfg),
-        inputs="series",
     )
 )

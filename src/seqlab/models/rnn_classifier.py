@@ -13,31 +13,14 @@ table.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
-
 import torch
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import CellName, ModelConfigBase, Positive, Probability
+from seqlab.config.models import RNNClassifierConfig
 from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.nn.rnn import recurrent_layer, run_layer
 from seqlab.tokens import PAD
-
-
-class RNNClassifierConfig(ModelConfigBase):
-    """An RNN (optionally bidirectional) over tokens; the final states or pooled outputs feed a
-    linear head."""
-
-    arch: Literal["rnn_classifier"] = "rnn_classifier"
-    task: ClassVar[str] = "classification"
-    cell: CellName = "lstm"
-    embed_dim: Positive = 128
-    hidden_size: Positive = 128
-    num_layers: Positive = 1
-    bidirectional: bool = True
-    pooling: Literal["last", "mean", "max"] = "max"
-    dropout: Probability = 0.3
 
 
 class RNNClassifier(nn.Module):

@@ -13,65 +13,15 @@ the prefix.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
-
 import torch
 import torch.nn.functional as F
-from pydantic import Field, field_validator, model_validator
 from torch import Tensor, nn
 
-from seqlab import catalog
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import CellName, ModelConfigBase, NonNegative, Positive, Probability
-from seqlab.deprecation import renamed_value
+from seqlab.config.models import RNNLMConfig
 from seqlab.errors import ConfigError
 from seqlab.models.language_model import CausalLM
 from seqlab.nn.rnn import RNN, State
-
-
-class RNNLMConfig(ModelConfigBase):
-    """Recurrent language model: embedding (or one-hot) → stacked RNN → linear to vocabulary."""
-
-    arch: Literal["rnn_lm"] = "rnn_lm"
-    task: ClassVar[str] = "language_modeling"
-    cell: CellName = "lstm"
-    backend: Literal["scratch", "fused"] = "fused"
-    embed_dim: NonNegative = Field(0, description="0 feeds one-hot vectors, as in d2l")
-    hidden_size: Positive = 256
-    num_layers: Positive = 2
-    dropout: Probability = 0.0
-    tie_weights: bool = False
-    truncation: Literal["regular", "randomized"] = Field(
-        "regular", description="randomized: truncated BPTT of random length (d2l.ai §9.7.1)"
-    )
-    truncation_keep: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
-        0.9, description="randomized truncation: π, the chance the gradient passes a step"
-    )
-
-    @field_validator("cell", mode="before")
-    @classmethod
-    def _renamed_cell(cls, value: object) -> object:
-        return renamed_value("model.cell", value)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RNNLMConfig:
-        if self.truncation == "randomized" and self.backend != "scratch":
-            raise ValueError(
-                "truncation: randomized acts between time steps, inside the recurrent loop; "
-                "set backend: scratch"
-            )
-        cell = catalog.cells()[self.cell]
-        if cell.fused is None and self.backend == "fused":
-            raise ValueError(
-                f"cell {self.cell} has no fused backend ({cell.why_not_fused}); "
-                "set backend: scratch"
-            )
-        if self.tie_weights and self.embed_dim != self.hidden_size:
-            raise ValueError(
-                f"tie_weights needs embed_dim == hidden_size (> 0), got embed_dim={self.embed_dim}, "
-                f"hidden_size={self.hidden_size}"
-            )
-        return self
 
 
 class RNNLanguageModel(CausalLM):

@@ -19,28 +19,14 @@ The encoder–decoder interface is :class:`seqlab.models.encoder_decoder.Encoder
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import CellName, ModelConfigBase, Positive, Probability
+from seqlab.config.models import Seq2SeqConfig
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.nn.rnn import recurrent_layer, run_layer
-
-
-class Seq2SeqConfig(ModelConfigBase):
-    """RNN encoder–decoder (Sutskever et al. 2014 / Cho et al. 2014)."""
-
-    arch: Literal["seq2seq"] = "seq2seq"
-    task: ClassVar[str] = "translation"
-    cell: CellName = "gru"
-    embed_dim: Positive = 256
-    hidden_size: Positive = 512
-    num_layers: Positive = 2
-    dropout: Probability = 0.2
-
 
 #: decoder RNN state: ``h`` (L, B, H), or ``(h, c)`` for the LSTMs (PyTorch's layout).
 RNNState = Tensor | tuple[Tensor, Tensor]

@@ -13,48 +13,14 @@ table, and the ``[CLS]`` position reads a learned frame, projected like the othe
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
-
 import torch
-from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import (
-    ModelConfigBase,
-    PositionsName,
-    Positive,
-    Probability,
-    check_heads,
-    check_positions,
-)
+from seqlab.config.models import TransformerClassifierConfig
 from seqlab.nn.pooling import masked_max, masked_mean
 from seqlab.nn.transformer import Encoder
 from seqlab.tokens import BOS
-
-
-class TransformerClassifierConfig(ModelConfigBase):
-    """Transformer encoder over tokens, pooled (a [CLS] token or the mean of the real positions),
-    then a linear classification head."""
-
-    arch: Literal["transformer_classifier"] = "transformer_classifier"
-    task: ClassVar[str] = "classification"
-    d_model: Positive = 128
-    num_heads: Positive = 4
-    num_layers: Positive = 2
-    d_ff: Positive = 512
-    dropout: Probability = 0.1
-    attention_dropout: Probability | None = None  # None: as dropout
-    max_len: Positive = 512
-    positions: PositionsName = "learned"
-    norm: Literal["post", "pre"] = "pre"
-    pooling: Literal["cls", "mean", "max"] = "mean"
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerClassifierConfig:
-        check_heads(self.d_model, self.num_heads)
-        check_positions(self.positions, causal=False)
-        return self
 
 
 class TransformerClassifier(nn.Module):

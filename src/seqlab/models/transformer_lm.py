@@ -10,47 +10,12 @@ projection: the same work as a nanoGPT block. Generation
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
-
-from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import (
-    AttentionName,
-    ModelConfigBase,
-    PositionsName,
-    Positive,
-    Probability,
-    check_heads,
-    check_positions,
-)
+from seqlab.config.models import TransformerLMConfig
 from seqlab.models.language_model import CausalLM
 from seqlab.nn.transformer import Decoder, DecoderCache
-
-
-class TransformerLMConfig(ModelConfigBase):
-    """Decoder-only Transformer language model (causal self-attention)."""
-
-    arch: Literal["transformer_lm"] = "transformer_lm"
-    task: ClassVar[str] = "language_modeling"
-    d_model: Positive = 128
-    num_heads: Positive = 4
-    num_layers: Positive = 4
-    d_ff: Positive = 512
-    dropout: Probability = 0.0
-    attention_dropout: Probability | None = None  # None: as dropout
-    max_len: Positive = 1024
-    positions: PositionsName = "learned"
-    attention: AttentionName = "softmax"
-    norm: Literal["post", "pre"] = "pre"
-    tie_weights: bool = True
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerLMConfig:
-        check_heads(self.d_model, self.num_heads)
-        check_positions(self.positions, self.attention, causal=True)
-        return self
 
 
 class TransformerLanguageModel(CausalLM):

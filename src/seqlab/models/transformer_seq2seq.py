@@ -25,57 +25,15 @@ Cross-attention weights for plotting come from the last decoder layer, averaged 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import (
-    AttentionName,
-    ModelConfigBase,
-    PositionsName,
-    Positive,
-    Probability,
-    check_heads,
-    check_positions,
-)
+from seqlab.config.models import TransformerConfig
 from seqlab.models.encoder_decoder import AttentionMaps, EncoderDecoder
 from seqlab.nn.attention import KVCache
 from seqlab.nn.transformer import Decoder, DecoderCache, Encoder, SelfState
-
-
-class TransformerConfig(ModelConfigBase):
-    """Encoder–decoder Transformer (Vaswani et al. 2017).
-
-    ``dropout`` applies to each sub-layer's output before the residual sum and to the embeddings
-    plus positions (§5.4); ``attention_dropout`` to the attention weights. Unset, it follows
-    ``dropout`` (d2l.ai §11.3's and tensor2tensor's choice); 0 is the paper's and fairseq's.
-    ``positions`` applies to the encoder's and the decoder's self-attention (sinusoidal: §3.5);
-    ``attention: linear`` makes the decoder's self-attention causal linear attention.
-    """
-
-    arch: Literal["transformer"] = "transformer"
-    task: ClassVar[str] = "translation"
-    d_model: Positive = 256
-    num_heads: Positive = 4
-    encoder_layers: Positive = 4
-    decoder_layers: Positive = 4
-    d_ff: Positive = 1024
-    dropout: Probability = 0.1
-    attention_dropout: Probability | None = None
-    max_len: Positive = 512
-    norm: Literal["post", "pre"] = "post"
-    share_embeddings: bool = False
-    tie_output: bool = True
-    positions: PositionsName = "sinusoidal"
-    attention: AttentionName = "softmax"
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> TransformerConfig:
-        check_heads(self.d_model, self.num_heads)
-        check_positions(self.positions, self.attention, causal=False)
-        return self
 
 
 @dataclass(frozen=True)

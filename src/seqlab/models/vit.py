@@ -29,67 +29,14 @@ MNIST).
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
-
 import torch
-from pydantic import model_validator
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
-from seqlab.config import (
-    ModelConfigBase,
-    PositionsName,
-    Positive,
-    Probability,
-    check_heads,
-    check_positions,
-)
+from seqlab.config.models import ViTConfig
 from seqlab.nn.attention_positions import AttentionPositions, relative_positions_for
 from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.nn.transformer import EncoderBlock
-
-VIT_PRESETS: dict[str, dict[str, int]] = {
-    "tiny": {"num_layers": 6, "d_model": 64, "d_ff": 256, "num_heads": 4},
-    "base": {"num_layers": 12, "d_model": 768, "d_ff": 3072, "num_heads": 12},
-    "large": {"num_layers": 24, "d_model": 1024, "d_ff": 4096, "num_heads": 16},
-    "huge": {"num_layers": 32, "d_model": 1280, "d_ff": 5120, "num_heads": 16},
-}
-
-
-class ViTConfig(ModelConfigBase):
-    """Vision Transformer (Dosovitskiy et al. 2021): patches as tokens, a class token, learned
-    positions (or another ``positions`` scheme, 1-D over the raster order), a pre-norm encoder
-    and an MLP head. ``preset`` fills the four size keys (an explicit key wins)."""
-
-    arch: Literal["vit"] = "vit"
-    task: ClassVar[str] = "classification"
-    preset: Literal["tiny", "base", "large", "huge"] | None = None
-    image_size: Positive = 28
-    patch_size: Positive = 4
-    channels: Positive = 1
-    num_layers: Positive | None = None
-    d_model: Positive | None = None
-    d_ff: Positive | None = None
-    num_heads: Positive | None = None
-    dropout: Probability = 0.0
-    attention_dropout: Probability | None = None  # None: as dropout
-    positions: PositionsName = "learned"
-
-    @model_validator(mode="after")
-    def _sizes(self) -> ViTConfig:
-        preset = VIT_PRESETS.get(self.preset or "", {})
-        for key in ("num_layers", "d_model", "d_ff", "num_heads"):
-            if getattr(self, key) is None:
-                if key not in preset:
-                    raise ValueError(f"model.{key} is needed (or a model.preset)")
-                object.__setattr__(self, key, preset[key])
-        check_heads(self.d_model, self.num_heads)
-        check_positions(self.positions, causal=False)
-        if self.image_size % self.patch_size:
-            raise ValueError(
-                f"image_size={self.image_size} is not a multiple of patch_size={self.patch_size}"
-            )
-        return self
 
 
 def patchify(images: Tensor, patch: int) -> Tensor:
@@ -246,6 +193,5 @@ register_model(
             if sizes.input_dim is None
             else (1, sizes.input_dim, sizes.need("input_frames")),
         ),
-        inputs="image",
     )
 )

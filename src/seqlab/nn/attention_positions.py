@@ -163,7 +163,7 @@ class RelativePositions(nn.Module):
             )
         self.kind, self.causal = spec.name, causal
         self.num_buckets, self.max_distance = num_buckets, max_distance
-        if kind == "rope" and head_dim % 2:
+        if spec.pairs and head_dim % 2:  # refused by the config first (check_positions)
             raise ValueError(f"positions: rope rotates pairs of dimensions; d_k={head_dim} is odd")
         self.head_dim = head_dim
         if kind == "alibi":
@@ -236,6 +236,7 @@ register_position(
         "queries and keys rotated by position × frequency (Su et al. 2021, RoFormer)",
         linear_attention=False,
         ctranslate2="rotary embeddings: interleaved pairs, base 10000, whole head",
+        pairs=True,
     )
 )
 register_position(

@@ -9,7 +9,7 @@ from run directories); ``seqlab serve`` runs it on uvicorn. Routes:
   says of it (labels, languages, decoding settings);
 - ``GET /panels/TASK.js``: the page's script for a task's panel, as the task declares it;
 - one ``POST`` route per registered task, each with its request and response bodies,
-  as the task declares them (:class:`seqlab.serve.service.Service`): ``/translate``,
+  as the task declares them (:class:`seqlab.serving.service.Service`): ``/translate``,
   ``/classify``, ``/generate`` (``stream: true``: server-sent events), ``/forecast``, and any
   task registered from outside seqlab; the OpenAPI schema at ``/docs``.
 
@@ -38,6 +38,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -47,7 +48,7 @@ from seqlab.serve import schemas
 from seqlab.serve.batching import Batcher, QueueFull
 from seqlab.serve.http import (
     BodyLimit,
-    describe_routes,
+    documented_routes,
     error,
     json_response,
     log,
@@ -55,8 +56,8 @@ from seqlab.serve.http import (
     stream,
     validation_message,
 )
-from seqlab.serve.limits import LimitExceeded, Limits
-from seqlab.serve.service import Handler, Service
+from seqlab.serving.limits import LimitExceeded, Limits
+from seqlab.serving.service import Handler, Service
 from seqlab.tasks import load, tasks
 
 STATIC = Path(__file__).parent / "static"
@@ -207,7 +208,7 @@ class Server:
 
         async def post(request: Request) -> Response:
             self.authorise(request)
-            body = parse_body(await request.body(), service.request)
+            body = parse_body(await request.body(), service.body)
             handler = self.pick(body.model, task, service.route)
             work, size = handler.prepare(body)
             if service.stream and getattr(body, "stream", False):
@@ -229,7 +230,7 @@ class Server:
             engine=handler.engine,
             workers=handler.workers,
             parameters=sum(p.numel() for p in handler.predictor.model.parameters()),
-            checkpoint_step=run.meta.get("step") if run is not None else None,
+            checkpoint_step=run.state.step if run is not None else None,
             metrics=run.metrics if run is not None else {},
             **handler.details(),
         )
@@ -293,13 +294,19 @@ def create_app(
     # the tasks' routes first: a request is matched against them before the page's and the docs'
     routes = app.router.routes
     routes[:] = sorted(routes, key=lambda r: getattr(r, "name", "") not in server.services)
-    base = app.openapi
+    documented = documented_routes(server.services)
 
     def openapi() -> dict[str, Any]:
-        if not getattr(app.state, "routes_described", False):
-            describe_routes(base(), server.services)
-            app.state.routes_described = True
-        return base()
+        """FastAPI's schema of the application's routes and the tasks' routes as declared
+        (:func:`~seqlab.serve.http.documented_routes`), made once."""
+        if app.openapi_schema is None:
+            app.openapi_schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                routes=[*documented, *app.routes],
+            )
+        return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app

@@ -6,13 +6,14 @@ Every error is JSON ``{"error": message, "limit": name | null}``
 and validated in one pass by pydantic (``model_validate_json``, strict: no type is converted);
 its errors are reported as FastAPI reports a body's (:func:`parse_body`). The routes of the
 tasks are plain Starlette routes, so FastAPI's per-request machinery (dependency solving, a
-second JSON pass) is not on the request path; :func:`describe_routes` adds them to the OpenAPI
-schema from the same declarations.
+second JSON pass) is not on the request path; FastAPI's own OpenAPI generation describes them
+from the same declarations (:func:`documented_routes`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -20,14 +21,14 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
-from pydantic.json_schema import models_json_schema
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seqlab.errors import SeqlabError
 from seqlab.serve import schemas
 from seqlab.serve.batching import Batcher, Job
-from seqlab.serve.service import Cancelled, Service
+from seqlab.serving.service import Cancelled, Service
 
 log = logging.getLogger("seqlab.serve")
 #: statuses every task's route may answer with an error body
@@ -51,12 +52,69 @@ def validation_message(exc: RequestValidationError) -> str:
 def parse_body(body: bytes, model: type[BaseModel]) -> Any:
     """A request body parsed and validated in one pass (pydantic-core, from the bytes); its
     errors raised as FastAPI raises a body's, so that they read the same
-    (:func:`validation_message`)."""
+    (:func:`validation_message`). A key given twice in one object (``{"model": "a", "model":
+    "b"}``, at any depth), which JSON parsers read as the last value, is refused naming it
+    (:func:`duplicate_keys`)."""
+    repeated = duplicate_keys(body)
+    if repeated:
+        errors = [
+            {
+                "type": "duplicate_key",
+                "loc": ("body", *where),
+                "msg": f"the key {key!r} is given twice; give each key once (a repeated key "
+                "would silently drop one of its values)",
+                "input": key,
+            }
+            for where, key in repeated
+        ]
+        raise RequestValidationError(errors)
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:
         errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
         raise RequestValidationError(errors) from None
+
+
+class _Object(dict[str, Any]):
+    """A JSON object as read by :func:`duplicate_keys`: its keys given more than once."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def duplicate_keys(body: bytes) -> list[tuple[tuple[str | int, ...], str]]:
+    """Each key given twice in one object of the JSON ``body``: (where the object is, as the
+    keys and indices leading to it; the key). Empty when there is none, or when ``body`` is not
+    JSON (pydantic's parse says what is wrong with it)."""
+    found = False
+
+    def pairs(items: list[tuple[str, Any]]) -> _Object:
+        nonlocal found
+        obj = _Object(items)
+        if len(obj) < len(items):
+            found, seen, twice = True, set(), []
+            for key, _ in items:
+                if key in seen:
+                    twice.append(key)
+                seen.add(key)
+            obj.repeated = tuple(dict.fromkeys(twice))
+        return obj
+
+    try:
+        tree = json.loads(body, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep
+        return []
+    if not found:
+        return []
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), tree)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, _Object):
+            out += [(where, key) for key in node.repeated]
+            stack += [((*where, k), v) for k, v in node.items()][::-1]  # first on top
+        elif isinstance(node, list):
+            stack += [((*where, i), v) for i, v in enumerate(node)][::-1]
+    return out
 
 
 class BodyLimit:
@@ -114,43 +172,43 @@ STREAM_RESPONSE = {
 }
 
 
-def describe_routes(schema: dict[str, Any], services: Mapping[str, Service]) -> dict[str, Any]:
-    """Add each task's ``POST`` route to an OpenAPI ``schema``: its summary, request body and
-    responses, with their models among the components (what FastAPI would write for a route
-    it parsed itself)."""
-    wanted: list[tuple[type[BaseModel], Any]] = [(schemas.ErrorBody, "serialization")]
-    for service in services.values():
-        wanted += [(service.request, "validation"), (service.response, "serialization")]
-    refs, top = models_json_schema(wanted, ref_template="#/components/schemas/{model}")
-    schema.setdefault("components", {}).setdefault("schemas", {}).update(top.get("$defs", {}))
-    error = {
-        "content": {"application/json": {"schema": refs[(schemas.ErrorBody, "serialization")]}}
-    }
+def documented_routes(services: Mapping[str, Service]) -> list[APIRoute]:
+    """Each task's ``POST`` route declared to FastAPI with its request and response models, for
+    FastAPI's own OpenAPI generation (``fastapi.openapi.utils.get_openapi``): the request body
+    (:attr:`~seqlab.serving.service.Service.body`, pydantic's schema: each field with its
+    description and bounds), the response, the error bodies and, for a streaming route, the
+    event stream. These routes document; the ones that answer are the plain routes of
+    :mod:`seqlab.serve.app`, which read the body once, within the size limit, and parse it
+    strictly (:func:`parse_body`)."""
+    routes = []
     for task, service in services.items():
-        ok = {"application/json": {"schema": refs[(service.response, "serialization")]}}
+
+        async def post(body: Any) -> Any:  # pragma: no cover - never called: it documents
+            raise NotImplementedError
+
+        body = inspect.Parameter(
+            "body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=service.body
+        )
+        post.__signature__ = inspect.Signature([body])  # type: ignore[attr-defined]
+        responses: dict[int | str, dict[str, Any]] = {
+            s: {"model": schemas.ErrorBody, "description": "error"} for s in ERROR_STATUSES
+        }
         if service.stream:
-            ok.update(STREAM_RESPONSE["content"])
-        responses: dict[str, Any] = {
-            "200": {
-                "description": STREAM_RESPONSE["description"] if service.stream else "the answer",
-                "content": ok,
-            }
-        }
-        responses.update({str(s): {"description": "error", **error} for s in ERROR_STATUSES})
-        schema.setdefault("paths", {})[service.route] = {
-            "post": {
-                "summary": service.summary or task,
-                "operationId": f"{task}_post",
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {"schema": refs[(service.request, "validation")]}
-                    },
-                },
-                "responses": responses,
-            }
-        }
-    return schema
+            responses[200] = STREAM_RESPONSE
+        routes.append(
+            APIRoute(
+                service.route,
+                post,
+                methods=["POST"],
+                response_model=service.response,
+                responses=responses,
+                summary=service.summary or task,
+                operation_id=f"{task}_post",
+                name=task,
+                response_description="the answer",
+            )
+        )
+    return routes
 
 
 def json_response(result: BaseModel) -> Response:

@@ -1,6 +1,6 @@
 """The bodies every server shares, as pydantic models (also the OpenAPI schema at ``/docs``):
 errors, ``/models`` and ``/health``. Each task's request and response bodies are declared by the
-task's package with its route (:class:`seqlab.serve.service.Service`).
+task's package with its route (:class:`seqlab.serving.service.Service`).
 
 A request names a model by the name the server gave it (never a path); ``model`` may be left
 out when the server holds exactly one model of the route's task. Unknown fields are refused

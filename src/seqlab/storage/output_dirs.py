@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqlab.atomic import atomic_write_json
 from seqlab.errors import SeqlabError
-from seqlab.storage.atomic import atomic_write_json
 from seqlab.storage.outputs import (
     FORMAT,
     MANIFEST,
@@ -28,6 +28,8 @@ from seqlab.storage.outputs import (
     _manifest,
     _read,
     _unchanged,
+    held,
+    holding,
     recorded_files,
     sha256_file,
 )
@@ -259,16 +261,36 @@ class _Writing:
 
 @contextlib.contextmanager
 def output_dir(path: str | Path, what: str) -> Iterator[Path]:
-    """Check ``path`` now (:func:`check_output_dir`) and open its manifest before anything is
-    written; when the block ends, list what it wrote (and, if it succeeded, remove seqlab's
-    earlier files it did not write again): see :mod:`seqlab.storage.outputs`."""
+    """The one check of an output folder, on every surface (``--attention-png DIR`` and a
+    predictor's ``attention_png=DIR``): check ``path`` now (:func:`check_output_dir`) and open
+    its manifest before anything is written; when the block ends, list what it wrote (and, if it
+    succeeded, remove seqlab's earlier files it did not write again): see
+    :mod:`seqlab.storage.outputs`. A folder already held by the command that called this
+    (:func:`seqlab.storage.outputs.held`) is left to it."""
     path = Path(path)
+    if held(path):
+        yield path
+        return
     with _locked(path.parent):  # two commands starting at once: one opens, the other is refused
         writing = _Writing(path, _check_dir(path, what))
     try:
-        yield path
+        with holding(path):
+            yield path
     except BaseException:
         with contextlib.suppress(OSError):  # e.g. a full disk: keep the first error
             writing.close(succeeded=False)
         raise
     writing.close(succeeded=True)
+
+
+def api_output_dir(path: str | Path | None, keyword: str) -> contextlib.AbstractContextManager[Any]:
+    """:func:`output_dir` as a predictor's method calls it for its keyword ``keyword``
+    (``attention_png``): the folder is checked now, when called, before any work; the block
+    that writes into it, later, opens and closes its manifest. No folder asked for: nothing
+    checked (the block gets None). As on the command line, a folder holding the user's files
+    is refused: they are never replaced or removed."""
+    if not path:
+        return contextlib.nullcontext()
+    if not held(path):
+        check_output_dir(path, keyword)
+    return output_dir(path, keyword)

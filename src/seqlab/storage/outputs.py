@@ -26,23 +26,30 @@ user's: the command is refused before any work, naming it, and nothing is writte
   again are removed, so the folder and its manifest hold exactly its output. Files listed in a
   ``.seqlab-files.json`` are seqlab's but no folder command's: never refused, listed or removed
   by one.
+
+The Python API follows the same rule, by the same checks (:func:`api_output_file`,
+:func:`~seqlab.storage.output_dirs.api_output_dir`, called by the predictors' ``evaluate`` and
+``predict`` for their file options), with ``force=True`` for ``--force``. A path that a command
+already holds (the CLI checks it before loading the model, then calls the predictor) is not
+checked or recorded a second time (:func:`held`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from seqlab import catalog
+from seqlab.atomic import atomic_write_json, check_replaceable
 from seqlab.errors import SeqlabError
-from seqlab.storage.atomic import atomic_write_json
 
 MANIFEST = ".seqlab-output.json"
 FORMAT = "seqlab.output/1"
@@ -70,6 +77,54 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+#: the output paths (real paths) held by the command running in this context
+_HELD: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "seqlab_held_outputs", default=frozenset()
+)
+
+
+def _key(path: str | Path) -> str:
+    return os.path.realpath(path)
+
+
+def held(path: str | Path) -> bool:
+    """Whether ``path`` is an output that a command in this context checked and will record
+    (:func:`holding`), or lies in an output folder it holds (``demo NAME --out DIR``): a
+    predictor's method called by it leaves the path to it."""
+    paths = _HELD.get()
+    full = Path(_key(path))
+    return bool(paths) and any(str(p) in paths for p in (full, *full.parents))
+
+
+@contextlib.contextmanager
+def holding(path: str | Path) -> Iterator[None]:
+    """Mark ``path`` as checked and recorded by the caller while the block runs."""
+    token = _HELD.set(_HELD.get() | {_key(path)})
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
+def check_writable(path: str | Path, what: str = "--output") -> Path:
+    """Fail now, before any long work, if ``path`` cannot be written, or is a symbolic link or
+    special file that writing would replace (seqlab replaces only regular files), or a file of a
+    training run (:func:`check_not_run_file`)."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise SeqlabError(f"{what} {path} is a directory; give a file name")
+    check_replaceable(path, what)
+    check_not_run_file(path, what)
+    parent = path.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise SeqlabError(f"{what} {path}: cannot write into {parent}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise SeqlabError(f"{what} {path}: the file is not writable")
+    return path
 
 
 def check_not_run_file(path: str | Path, what: str) -> Path:
@@ -211,13 +266,16 @@ def _ownership(path: Path) -> str:
     return "changed" if named else "user's"
 
 
-def check_output_file(path: str | Path, what: str, force: bool = False) -> Path:
+def check_output_file(
+    path: str | Path, what: str, force: bool = False, force_flag: str = "--force"
+) -> Path:
     """Refuse now, before any work and without writing, to replace a file at ``path`` that
     seqlab did not write, or that changed since (:func:`_ownership`), unless ``force``; and a
     ``.seqlab-files.json`` beside it that is not seqlab's record, which recording would replace.
 
     Raises:
-        SeqlabError: naming the file, and ``--force`` (nothing is written).
+        SeqlabError: naming the file, and how to replace it (``force_flag``: ``--force`` on the
+            command line, ``force=True`` in Python; nothing is written).
     """
     path = Path(path)
     record = path.parent / FILES
@@ -233,7 +291,7 @@ def check_output_file(path: str | Path, what: str, force: bool = False) -> Path:
         why = "changed since seqlab wrote it" if owner == "changed" else "seqlab did not write it"
         raise SeqlabError(
             f"{what} {path} exists and {why}; seqlab replaces only a file it wrote, unchanged "
-            "since: pass --force to replace it, or choose another name (nothing was written)"
+            f"since: pass {force_flag} to replace it, or choose another name (nothing was written)"
         )
     return path
 
@@ -260,18 +318,64 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 @contextlib.contextmanager
-def output_file(path: str | Path, what: str, force: bool = False) -> Iterator[Path]:
-    """Check ``path`` now (:func:`check_output_file`); when the block ends, whether it succeeds
-    or fails, record the file as seqlab's (:func:`record_file`) if the block wrote it."""
-    path = check_output_file(path, what, force)
+def output_file(
+    path: str | Path,
+    what: str,
+    force: bool = False,
+    inputs: dict[str, str | Path] | None = None,
+    force_flag: str = "--force",
+) -> Iterator[Path]:
+    """The one check of a single output file, on every surface: check ``path`` now
+    (:func:`check_writable`, :func:`check_not_input` against ``inputs``,
+    :func:`check_output_file`); when the block ends, whether it succeeds or fails, record the
+    file as seqlab's (:func:`record_file`) if the block wrote it. A path already held by the
+    command that called this (:func:`held`) is left to it.
+
+    Args:
+        what: how messages name the option (``--png``, ``confusion_png``).
+        force_flag: how messages say to replace a file (``--force``, ``force=True``).
+    """
+    path = Path(path)
+    if held(path):
+        yield path
+        return
+    _check_file(path, what, force, inputs or {}, force_flag)
     before = _stamp(path)
     try:
-        yield path
+        with holding(path):
+            yield path
     except BaseException:
         with contextlib.suppress(OSError):  # e.g. a full disk: keep the first error
             _record_if_written(path, before)
         raise
     _record_if_written(path, before)
+
+
+def api_output_file(
+    path: str | Path | None,
+    keyword: str,
+    force: bool,
+    inputs: Mapping[str, str | Path] | None = None,
+) -> contextlib.AbstractContextManager[Path | None]:
+    """:func:`output_file` as a predictor's method calls it for its keyword ``keyword``
+    (``confusion_png``): ``path`` is checked now, when called, before any work (messages name
+    the keyword and ``force=True``); the block that writes it, later, records it. No file asked
+    for (``path`` None or empty): nothing checked (the block gets None)."""
+    if not path:
+        return contextlib.nullcontext()
+    read = dict(inputs or {})
+    if not held(path):
+        _check_file(Path(path), keyword, force, read, "force=True")
+    return output_file(path, keyword, force, read, force_flag="force=True")
+
+
+def _check_file(
+    path: Path, what: str, force: bool, inputs: dict[str, str | Path], force_flag: str
+) -> None:
+    """Every check of :func:`output_file`, before any work."""
+    check_writable(path, what)
+    check_not_input(path, inputs, what)
+    check_output_file(path, what, force, force_flag)
 
 
 def _record_if_written(path: Path, before: tuple[int, int, int] | None) -> None:

@@ -39,10 +39,11 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
+from seqlab.atomic import atomic_write_json
 from seqlab.config import ExperimentConfig, load_config, save_config
 from seqlab.errors import CheckpointError, ConfigError, SeqlabError
-from seqlab.storage import checkpoints
-from seqlab.storage.atomic import atomic_write_json
+from seqlab.storage import checkpoints, training_state
+from seqlab.storage.training_state import TrainingState
 
 LOCK_NAME = ".lock"
 
@@ -141,7 +142,7 @@ class Run:
     run_dir: Path
     cfg: ExperimentConfig
     checkpoint: Path
-    meta: dict[str, Any]
+    state: TrainingState  #: what the checkpoint records of training (and the task's facts)
 
     def file(self, name: str) -> Path:
         """An artefact the run must hold; a clear error if it is missing."""
@@ -157,8 +158,8 @@ class Run:
     def metrics(self) -> dict[str, float]:
         """The validation metrics (``val_…``, finite ones) recorded at the checkpoint's step in
         its training history, or at the last evaluation when that step has none."""
-        history = [h for h in self.meta.get("history") or [] if isinstance(h, dict)]
-        record = next((h for h in history if h.get("step") == self.meta.get("step")), None)
+        history = self.state.history
+        record = next((h for h in history if h.get("step") == self.state.step), None)
         if record is None and history:
             record = history[-1]
         return {
@@ -172,7 +173,7 @@ class Run:
 
     def check_size(self, key: str, value: int) -> None:
         """The checkpoint was trained with the same ``key`` (e.g. vocabulary size)."""
-        stored = self.meta.get(key)
+        stored = self.state.facts.get(key)
         if stored is not None and stored != value:
             raise CheckpointError(
                 f"{self.checkpoint}: trained with {key}={stored}, but the run's files give "
@@ -251,7 +252,7 @@ class RunDir:
         info = self.read_marker() or {}
         recorded = (info.get("precision") or {}).get("train")
         if recorded is None and self.steps():
-            recorded = checkpoints.read_meta(self.checkpoint("latest")).get("precision")
+            recorded = training_state.read(self.checkpoint("latest")).precision
         return recorded
 
     # ----------------------------------------------------------------------- the config
@@ -309,13 +310,13 @@ class RunDir:
         """
         cfg = self.read_config()
         path = self.checkpoint(which)
-        meta = checkpoints.read_meta(path)
-        if meta.get("arch") != cfg.model.arch:
+        state = training_state.read(path)
+        if state.facts.get("arch") != cfg.model.arch:
             raise CheckpointError(
-                f"{path}: written for model.arch={meta.get('arch')!r}, but "
+                f"{path}: written for model.arch={state.facts.get('arch')!r}, but "
                 f"{self.config_path} says {cfg.model.arch!r}"
             )
-        return Run(self.path, cfg, path, meta)
+        return Run(self.path, cfg, path, state)
 
     # ----------------------------------------------------------------------- the exports
     def export_dir(self, engine: str, checkpoint: Path) -> Path:

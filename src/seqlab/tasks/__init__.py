@@ -4,8 +4,9 @@ Each task declares itself once, as a :class:`seqlab.catalog.TaskSpec` registered
 (:data:`seqlab.tasks.translation.TASK`, …): what trains it, the kinds of run it loads (its
 :class:`~seqlab.tasks.base.Predictor` classes, whose declared options make the command line's), how
 it chooses checkpoints, its config rules, and how it is served
-(:class:`seqlab.serve.service.Service`: route, request, response, handler, page panel).
-Everything here is read from those records, so a task defined outside seqlab and registered with
+(:class:`seqlab.serving.service.Service`: route, request, response, handler, page panel).
+Everything here is read from those records; a run of one task imports that task's package alone
+(:func:`seqlab.catalog.task`). So a task defined outside seqlab and registered with
 :func:`seqlab.catalog.register_task` is trained, evaluated, loaded and served like these
 (``tests/test_task_plugin.py``).
 """
@@ -21,30 +22,26 @@ from seqlab.errors import ConfigError
 from seqlab.objective import Selection
 from seqlab.runtime.precision import resolve_precision
 from seqlab.storage.rundir import RunDir
-from seqlab.tasks import audio, classification, forecasting, language_modeling, translation
 from seqlab.tasks.base import Experiment, Predictor
 from seqlab.tasks.options import Option
 
-#: seqlab's own tasks, in the order listings and messages show them (each registered by its
-#: package), before any registered from outside seqlab
-BUILTIN = (
-    language_modeling.TASK,
-    translation.TASK,
-    classification.TASK,
-    audio.TASK,
-    forecasting.TASK,
-)
-
 
 def tasks() -> list[TaskSpec]:
-    """Every task: seqlab's own (:data:`BUILTIN`), then the others in the order registered."""
-    others = [t for t in catalog.tasks().values() if t not in BUILTIN]
-    return [t for t in BUILTIN if catalog.tasks().get(t.name) is t] + others
+    """Every task: seqlab's own (:data:`seqlab.catalog.BUILTIN_TASKS`, each package imported),
+    then the others in the order registered."""
+    return list(catalog.tasks().values())
 
 
 def task_of(cfg: ExperimentConfig) -> TaskSpec:
-    """The task of an experiment (named by its model config)."""
-    return catalog.tasks()[cfg.task]
+    """The task of an experiment (named by its model config): of seqlab's own, only its package
+    is imported (:func:`seqlab.catalog.task`)."""
+    spec = catalog.task(cfg.task)
+    if spec is None:
+        raise ConfigError(
+            f"model.arch={cfg.model.arch} is a model of task {cfg.task!r}, which is not "
+            f"registered; registered: {catalog.choices(catalog.tasks())}"
+        )
+    return spec
 
 
 def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:

@@ -7,7 +7,7 @@ run_dir) -> Experiment``: data, model, loss and metric for training (``run_dir``
 the run's own artefacts are then reused, never rebuilt); its :class:`Predictor` classes, one per
 kind of run it loads (text and image classifiers are two kinds of one task), each saying which
 configs it takes (``accepts``), ``load(run)`` giving the trained model from the run directory
-alone; and how it is served (:class:`seqlab.serve.service.Service`).
+alone; and how it is served (:class:`seqlab.serving.service.Service`).
 
 **The interface.** A :class:`Predictor` declares once what a trained model offers, and every
 consumer (the command line, the server, Python code) goes through it:
@@ -20,6 +20,8 @@ consumer (the command line, the server, Python code) goes through it:
   ``to_json()``;
 - ``options``: the command-line options of its commands and the figures it draws
   (:class:`~seqlab.tasks.options.Option`); each one is a keyword argument of ``predict`` or ``evaluate``;
+- ``command_options``: a command's options model (:class:`~seqlab.tasks.options.CommandOptions`),
+  whose fields are flags, keyword arguments and request fields at once;
 - ``check(command, options)``: option combinations refused before any work (the engine of a
   translation, attention of a model that has none).
 
@@ -46,7 +48,7 @@ from seqlab.objective import Batches, LossFn, Selection
 from seqlab.runtime.precision import Resolved, resolve_precision
 from seqlab.storage.checkpoints import load_model_weights
 from seqlab.storage.rundir import Run
-from seqlab.tasks.options import COMMON, Option
+from seqlab.tasks.options import COMMON, CommandOptions, Option
 from seqlab.tasks.report import Prediction, Report
 
 
@@ -115,6 +117,9 @@ class Predictor(ABC):
     commands: ClassVar[tuple[str, ...]] = ("evaluate",)
     #: the command-line options of those commands, beyond :data:`~seqlab.tasks.options.COMMON`
     options: ClassVar[tuple[Option, ...]] = ()
+    #: each command's options model (:class:`~seqlab.tasks.options.CommandOptions`), whose
+    #: fields are options of that command too: flags, keyword arguments, request fields
+    command_options: ClassVar[dict[str, type[CommandOptions]]] = {}
     #: per command, how a run of this kind is used (appended to the message refusing an option)
     usage: ClassVar[dict[str, str]] = {}
     #: the public methods, listed when a wrong one is asked for
@@ -161,7 +166,21 @@ class Predictor(ABC):
     @classmethod
     def options_for(cls, command: str) -> tuple[Option, ...]:
         """The options ``command`` takes for this kind of run (the common ones first)."""
-        return tuple(o for o in (*COMMON, *cls.options) if command in o.commands)
+        model = cls.command_options.get(command)
+        derived = model.declarations(command) if model is not None else ()
+        return tuple(o for o in (*COMMON, *derived, *cls.options) if command in o.commands)
+
+    def options_of(
+        self, command: str, options: CommandOptions | Mapping[str, Any] | None, keywords: Any
+    ) -> Any:
+        """The options of a call of ``command``'s method: ``options`` (a model already validated,
+        taken as it is) or the keyword arguments, validated by the command's model
+        (:meth:`~seqlab.tasks.options.CommandOptions.of`): the one check of each value."""
+        model = self.command_options[command]
+        if isinstance(options, model) and not keywords:
+            return options
+        given = options.given() if isinstance(options, CommandOptions) else dict(options or {})
+        return model.of({**given, **keywords})
 
     def evaluate_split(self, split: str | None = None, **options: Any) -> Report:
         """Older name of :meth:`evaluate` on a split (kept for existing code)."""

@@ -7,6 +7,17 @@ and an option that the loaded run's task does not declare is refused by one chec
 the runs it applies to (:func:`undeclared`). Each option reaches the task's method as the keyword
 argument :attr:`Option.dest`, so the method's signature and the declaration stay one list.
 
+**Options models.** A command's options that every surface takes (translation's ``beam``,
+``nbest``, ``length_penalty``) are one frozen pydantic model (a :class:`CommandOptions`) next to
+the predictor, declared once: the command line's flags (:meth:`CommandOptions.declarations`,
+after fairseq's ``gen_parser_from_dataclass``: flag, type, help, bounds checked by the argument
+type, choices from a ``Literal``), the server's request body (which inherits the model, so the
+OpenAPI schema shows each field with its description and bounds), the reference pages (made from
+the parsers and the schema), the predictor's keyword arguments (:meth:`CommandOptions.of`) and
+the server's batches (a frozen model is hashable: requests with equal options decode together)
+all come from its fields. Values are validated once, where they enter (the argument parser, the
+request's parse, the Python method's call), and the model is handed down as it is.
+
 Roles:
 
 - ``option``: a keyword argument of the command's method (``--beam`` → ``beam=``);
@@ -19,9 +30,17 @@ Roles:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import argparse
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+
+from seqlab.errors import SeqlabError
 
 #: what a value is read as (the command line maps each to its argument type)
 ValueType = Literal[
@@ -46,6 +65,8 @@ class Option:
         required: whether the command needs it.
         dest: the keyword argument it becomes (default: the flag, ``-`` → ``_``).
         figure: for figures, what is drawn (``confusion matrix``).
+        convert: the argument type that reads and checks the value (an options model's field,
+            :meth:`CommandOptions.declarations`); None: the one of ``type``.
     """
 
     flag: str
@@ -59,6 +80,7 @@ class Option:
     required: bool = False
     dest: str = ""
     figure: str = ""
+    convert: Callable[[str], Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.dest:
@@ -134,3 +156,156 @@ def undeclared(
     clauses = [applies_to(f"{first.name} applies", where.get(first.flag, []))]
     clauses += [applies_to(o.name, where.get(o.flag, [])) for o in rest]
     return ", ".join(clauses)
+
+
+# ------------------------------------------------------------------------------ options models
+def _schema_words(prop: Mapping[str, Any]) -> str:
+    """What a JSON schema property of an options field expects, in words: ``a whole number >=
+    1``, ``a number from 0 to 10``, ``one of a, b``."""
+    kinds = [p for p in prop.get("anyOf", [prop]) if p.get("type") != "null"]
+    p = kinds[0] if kinds else prop
+    if "enum" in p:
+        return "one of " + ", ".join(map(str, p["enum"]))
+    integer = p.get("type") == "integer"
+    low = p.get("minimum")
+    if "exclusiveMinimum" in p:
+        low = p["exclusiveMinimum"] + 1 if integer else None
+    high = p.get("maximum")
+    noun = {"integer": "a whole number", "number": "a number", "boolean": "true or false"}
+    words = noun.get(str(p.get("type")), "a text")
+    if low is not None and high is not None:
+        return f"{words} from {_number(low)} to {_number(high)}"
+    if low is not None:
+        return f"{words} >= {_number(low)}"
+    if "exclusiveMinimum" in p:
+        return f"{words} > {p['exclusiveMinimum']:g}"
+    return f"{words} <= {_number(high)}" if high is not None else words
+
+
+def _number(value: float) -> str:
+    """A bound as messages write it: whole numbers in full, with thousands separated
+    (``100,000``), others as ``%g``."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+class CommandOptions(BaseModel):
+    """The options of one command, declared once (see the module docstring): a field per option,
+    with its type, bounds, default and ``description`` (the help text everywhere); ``title``
+    names it in messages (``beam size must be a whole number >= 1, got 2.5``).
+
+    Subclasses are frozen (hashable, never changed once validated) and strict (``"5"`` is no
+    beam size; ``True`` is no number)."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    #: a field's value in ``--help`` (``ALPHA``), where not its name in capitals
+    metavars: ClassVar[dict[str, str]] = {}
+    #: a field's flag, where not its name (``steps`` → ``--horizon``)
+    flags: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def expects(cls, name: str) -> str:
+        """What field ``name`` takes, in words (from the model's own JSON schema)."""
+        return _schema_words(cls.model_json_schema()["properties"][name])
+
+    @classmethod
+    def title_of(cls, name: str) -> str:
+        return cls.model_fields[name].title or name.replace("_", " ")
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any] | None = None, **keywords: Any) -> Self:
+        """``values`` and ``keywords`` validated into the model: the one check of these options
+        in Python code (a keyword argument of a predictor's method). A wrong value is one
+        :class:`~seqlab.errors.SeqlabError` naming the option, what it takes and what was
+        given; a value of None is the option not given."""
+        given = {k: v for k, v in {**(values or {}), **keywords}.items() if v is not None}
+        unknown = sorted(set(given) - set(cls.model_fields))
+        if unknown:
+            raise SeqlabError(
+                f"unknown option {unknown[0]!r}; the options are {', '.join(cls.model_fields)}"
+            )
+        try:
+            return cls.model_validate(given)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            name = str(err["loc"][0])
+            if name not in cls.model_fields:  # a check of the whole model
+                raise SeqlabError(str(err["msg"]).removeprefix("Value error, ")) from None
+            raise SeqlabError(
+                f"{cls.title_of(name)} must be {cls.expects(name)}, got {given[name]!r}"
+            ) from None
+
+    @classmethod
+    def taken_from(cls, source: BaseModel) -> Self:
+        """The options held by ``source``, a request body that inherits this model and was
+        validated when it was parsed: taken as they are (not checked again)."""
+        return cls.model_construct(**{name: getattr(source, name) for name in cls.model_fields})
+
+    def given(self) -> dict[str, Any]:
+        """The options given (not None), by field."""
+        return {k: v for k, v in self if v is not None}
+
+    @classmethod
+    def declarations(cls, command: str) -> tuple[Option, ...]:
+        """The command-line options of ``command`` made from the fields
+        (``length_penalty`` → ``--length-penalty``, or the flag :attr:`CommandOptions.flags` names; a field
+        without a default is a required option, a ``bool`` field a flag); each value is read and checked by the
+        field's own type and bounds (:func:`argument_type`)."""
+        return tuple(
+            Option(
+                cls.flags.get(name, "--" + name.replace("_", "-")),
+                field.description or "",
+                (command,),
+                choices=_choices(field),
+                default=None if field.is_required() else field.default,
+                metavar=cls.metavars.get(name),
+                required=field.is_required(),
+                dest=name,
+                type="flag" if field.annotation is bool else "str",
+                convert=None if field.annotation is bool else argument_type(cls, name, field),
+            )
+            for name, field in cls.model_fields.items()
+        )
+
+
+def _choices(field: FieldInfo) -> tuple[str, ...]:
+    """The values of a ``Literal`` field (or ``Literal | None``), else none."""
+    for arg in (field.annotation, *typing.get_args(field.annotation)):
+        if typing.get_origin(arg) is Literal:
+            return tuple(map(str, typing.get_args(arg)))
+    return ()
+
+
+def argument_type(cls: type[CommandOptions], name: str, field: FieldInfo) -> Callable[[str], Any]:
+    """An argparse type reading field ``name`` of ``cls`` from its text by the field's own type
+    and bounds: ``--beam 0`` is ``argument --beam: must be a whole number >= 1, got '0'``."""
+    kind = Annotated[field.annotation, *field.metadata] if field.metadata else field.annotation
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+
+    def read(text: str) -> Any:
+        try:
+            return adapter.validate_strings(text)
+        except ValidationError:
+            raise argparse.ArgumentTypeError(
+                f"must be {cls.expects(name)}, got {text[:40]!r}"
+            ) from None
+
+    read.__name__ = name  # argparse names a type by it in its own messages
+    return read
+
+
+def show_options(method: Callable[..., Any], model: type[CommandOptions]) -> None:
+    """Give ``method`` (which takes the fields of ``model`` as ``**keywords``, validated by
+    :meth:`CommandOptions.of`) the signature that lists them: one keyword-only parameter per
+    field, with its default and type, so that ``help()``, ``inspect.signature`` and the API
+    reference show the options the model declares."""
+    signature = inspect.signature(method)
+    kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    names = {p.name for p in kept}
+    fields = [
+        inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.annotation
+        )
+        for name, f in model.model_fields.items()
+        if name not in names
+    ]
+    method.__signature__ = signature.replace(parameters=[*kept, *fields])  # type: ignore[attr-defined]

@@ -11,8 +11,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from seqlab.atomic import atomic_write_text
 from seqlab.errors import CheckpointError
-from seqlab.storage.atomic import atomic_write_text
 from seqlab.training.trainer import Callback, Trainer
 
 
@@ -41,7 +41,7 @@ class ProgressBar(Callback):
         if self.stream.isatty():
             self.bar = tqdm(
                 total=trainer.total_steps,
-                initial=trainer.pos.step,
+                initial=trainer.state.step,
                 unit="step",
                 file=self.stream,
                 dynamic_ncols=True,
@@ -131,8 +131,8 @@ class MetricsLog(Callback):
     def on_train_start(self, trainer: Trainer) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         kept = []
-        if self.path.exists() and trainer.pos.step:
-            kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= trainer.pos.step]
+        if self.path.exists() and trainer.state.step:
+            kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= trainer.state.step]
             kept = [r for r in kept if r.get("kind") not in ("end", "average")]
         atomic_write_text(self.path, "".join(_dumps(r) + "\n" for r in kept))
         self.fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed at train end

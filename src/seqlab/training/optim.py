@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
 
 from seqlab.config import TrainConfig
 from seqlab.objective import Selection
+from seqlab.storage.training_state import PlateauState, ScheduleState
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -113,11 +113,11 @@ class LRSchedule:
         self.scale *= factor
         self._apply()
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "scale": self.scale}
+    def state_dict(self) -> ScheduleState:
+        return ScheduleState(steps=self.steps, scale=self.scale)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.steps, self.scale = int(state["steps"]), float(state["scale"])
+    def load_state_dict(self, state: ScheduleState) -> None:
+        self.steps, self.scale = state.steps, state.scale
         self._apply()
 
 
@@ -141,8 +141,8 @@ class Plateau:
             self.bad = 0
             self.schedule.scale_by(self.factor)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "bad": self.bad}
+    def state_dict(self) -> PlateauState:
+        return PlateauState(best=self.best, bad=self.bad)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.best, self.bad = state["best"], state["bad"]
+    def load_state_dict(self, state: PlateauState) -> None:
+        self.best, self.bad = state.best, state.bad

@@ -5,9 +5,9 @@ epoch-aware iterable of minibatches and an ``evaluate(model) -> metrics`` functi
 does the rest: optimisation, gradient accumulation, clipping, the learning-rate schedule,
 precision, carried recurrent state (truncated BPTT), checkpoints with exact resume, data
 parallelism, early stopping and checkpoint averaging. Logging, plots and progress bars attach as
-callbacks (:mod:`seqlab.training.callbacks`). Validation and checkpoints are
-:mod:`seqlab.training.checkpointing`, Ctrl-C :mod:`seqlab.training.interrupts`, and what a run
-that diverged says :mod:`seqlab.training.divergence`.
+callbacks (:mod:`seqlab.training.callbacks`). Validation is :mod:`seqlab.training.validation`,
+the budgets :mod:`seqlab.training.budget`, Ctrl-C :mod:`seqlab.training.interrupts`, and what a
+run that diverged says :mod:`seqlab.training.divergence`.
 
 **A step** (:meth:`Trainer.train_step`) takes ``train.accumulate`` minibatches of this process
 (:class:`seqlab.training.distributed.RankBatches`), back-propagates each one's *summed* token loss,
@@ -25,10 +25,13 @@ decides whether the result is the best so far, and every process writes its part
 checkpoint. ``train.save_every`` adds checkpoints without validation in between, a finer grid
 for averaging the last N (fairseq averages per-epoch checkpoints).
 
-**Exact resume.** A checkpoint stores the weights, the optimizer and schedule, every process's RNG
-and carried state, and the position in the epoch. Minibatches are a pure function of
-(seed, epoch), so a resumed run sees the same batches in the same order and reproduces the
-losses of an uninterrupted one (bit for bit unless a time budget drives the schedule).
+**Exact resume.** The trainer holds the run's state in one object, :attr:`Trainer.state` (a
+:class:`~seqlab.storage.training_state.TrainingState`: the position in the epoch, the best
+result, the history, the schedule's counters, ...); a checkpoint stores it as it is beside the
+weights, the optimizer and every process's RNG and carried state, and :meth:`Trainer.restore`
+gets it back as the same type. Minibatches are a pure function of (seed, epoch), so a resumed
+run sees the same batches in the same order and reproduces the losses of an uninterrupted one
+(bit for bit unless a time budget drives the schedule).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,11 +53,15 @@ from seqlab.nn.losses import perplexity
 from seqlab.objective import Batches, LossFn, LossOutput, Selection
 from seqlab.runtime.precision import Resolved, autocast, resolve_precision
 from seqlab.storage import checkpoints as ckpt
-from seqlab.training import checkpointing, divergence
+from seqlab.storage.training_state import TrainingState
 from seqlab.training import distributed as dist
+from seqlab.training import divergence
+from seqlab.training.budget import Budget
+from seqlab.training.checkpointing import Checkpointer
 from seqlab.training.divergence import TrainingDiverged  # also imported from here (tutorials)
 from seqlab.training.interrupts import CtrlC
 from seqlab.training.optim import LRSchedule, Plateau, build_optimizer
+from seqlab.training.validation import Evaluate, Validator
 
 
 class Callback:
@@ -88,21 +95,6 @@ def detach_state(state: Any) -> Any:
 
 
 @dataclass
-class Position:
-    """Where training stands: optimizer steps taken and the minibatches of this epoch consumed.
-
-    Only the trainer changes it.
-    """
-
-    step: int = 0
-    epoch: int = 0
-    batch: int = 0
-    best: float | None = None
-    evals_since_best: int = 0
-    history: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
 class _Window:
     """Training loss, tokens and gradient norms since the last log line."""
 
@@ -112,6 +104,32 @@ class _Window:
     grad_norm_sum: float = 0.0  # before clipping
     clipped: int = 0  # steps whose gradient norm exceeded train.grad_clip
     started: float = field(default_factory=time.monotonic)
+
+    def add(self, loss: float, tokens: float, norm: float, clipped: bool) -> None:
+        self.loss_sum += loss * tokens
+        self.tokens += tokens
+        self.steps += 1
+        self.grad_norm_sum += norm
+        self.clipped += clipped
+
+    def record(self, step: int, epoch: float, lr: float, elapsed: float, clip: bool) -> dict:
+        """The log line (``metrics.jsonl``): token-weighted mean loss, throughput, the mean
+        gradient norm before clipping and, with ``clip``, the fraction of steps clipped."""
+        mean = self.loss_sum / max(self.tokens, 1.0)
+        seconds = max(time.monotonic() - self.started, 1e-9)
+        record = {
+            "step": step,
+            "epoch": epoch,
+            "loss": mean,
+            "ppl": perplexity(mean),  # meaningful for a per-token cross-entropy only
+            "lr": lr,
+            "tokens_per_s": self.tokens / seconds,
+            "grad_norm": self.grad_norm_sum / max(self.steps, 1),  # mean, before clipping
+            "elapsed_s": round(elapsed, 2),
+        }
+        if clip:
+            record["clipped"] = self.clipped / max(self.steps, 1)  # fraction of the steps
+        return record
 
 
 class Trainer:
@@ -130,11 +148,15 @@ class Trainer:
             search where ``evaluate`` decodes greedily): it alone decides between the average
             of the last checkpoints and the best one at the end. None: ``evaluate`` decides.
         callbacks: logging, plotting, progress (rank 0 only).
-        extra_meta: JSON-able facts stored in every checkpoint (e.g. the vocabulary size).
+        extra_meta: JSON-able facts stored in every checkpoint (e.g. the vocabulary size): the
+            extra fields of :attr:`state`.
         eval_precision: ``fp32`` or ``bf16`` for ``evaluate``.
         precision: the training precision already resolved (a resumed run passes the one it
             recorded); None resolves ``cfg.precision`` here. Every process uses rank 0's.
     """
+
+    #: the schema of :attr:`state`: a subclass with one more field makes that field resumable
+    State: type[TrainingState] = TrainingState
 
     def __init__(
         self,
@@ -143,42 +165,56 @@ class Trainer:
         train_data: Batches,
         cfg: TrainConfig,
         run_dir: str | Path,
-        evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+        evaluate: Evaluate | None = None,
         select: Selection = Selection(),
-        final_evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+        final_evaluate: Evaluate | None = None,
         callbacks: Sequence[Callback] = (),
         extra_meta: dict[str, Any] | None = None,
         eval_precision: str = "fp32",
         precision: Resolved | None = None,
     ) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.device = resolve_device(cfg.device)
+        self.device = device = resolve_device(cfg.device)
         self.rank, self.world = dist.setup(self.device)
         self.data = dist.RankBatches(train_data, self.rank, self.world)
         self.model = model.to(self.device)
         self.loss_module: nn.Module = _LossModule(self.model, loss_fn)
         if self.world > 1:
             self.loss_module = torch.nn.parallel.DistributedDataParallel(self.loss_module)
-        self.evaluate_fn, self.select = evaluate, select
-        self.final_evaluate_fn = final_evaluate
-        self.callbacks = list(callbacks) if dist.is_main() else []
-        self.extra_meta = extra_meta or {}
+        self.select, self.callbacks = select, list(callbacks) if dist.is_main() else []
         self.precision: Resolved = dist.same_on_all_ranks(
             precision or resolve_precision(cfg.precision, self.device)
         )
         self.eval_precision: Resolved = resolve_precision(eval_precision, self.device)
         self.optimizer = build_optimizer(self.model, cfg)
         self.steps_per_epoch = -(-len(self.data) // cfg.accumulate)
-        self.total_steps = cfg.max_steps or cfg.epochs * self.steps_per_epoch
+        self.budget = Budget(cfg, self.steps_per_epoch)
+        self.total_steps = self.budget.total_steps
         budget = 60 * cfg.max_minutes if cfg.max_minutes else None
         time_fraction = (lambda: self.elapsed() / budget) if budget else None
-        self.started = time.monotonic()
         self.schedule = LRSchedule(self.optimizer, cfg, self.total_steps, time_fraction)
         self.plateau = Plateau(self.schedule, select) if cfg.schedule == "plateau" else None
-        self.pos = Position()
-        self.carry: Any = None  # recurrent state after the last step, when batches carry it
-        self.stop_reason = ""
+        self.validator = Validator(
+            self.model, evaluate, final_evaluate, select, self.plateau, self.eval_precision, device
+        )
+        self.checkpointer = Checkpointer(
+            self.run_dir,
+            self.State(world_size=self.world, accumulate=cfg.accumulate, **(extra_meta or {})),
+            self.model,
+            self.optimizer,
+            self.schedule,
+            self.plateau,
+            keep_last=cfg.checkpoints_kept,  # keep_last, or average_last when that is more
+            precision=self.precision,
+            rank=self.rank,
+            device=self.device,
+        )
         self._ctrl_c = CtrlC()  # a first Ctrl-C stops training after the step in progress
+
+    @property
+    def state(self) -> TrainingState:
+        """The run's state: advanced here, held, saved and restored by the ``checkpointer``."""
+        return self.checkpointer.state
 
     def close(self) -> None:
         """Drop the DistributedDataParallel wrapper: its reducer holds the process group, whose
@@ -194,21 +230,21 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_train_start(self)
         window = _Window()
-        with self._ctrl_c.after_step(self.run_dir, lambda: self.pos.step):
-            while not self.stop_reason:
+        with self._ctrl_c.after_step(self.run_dir, lambda: self.state.step):
+            while not self.state.finished:
                 window = self.run_epoch(window)
         if window.tokens:
             self.log(window)
-        history = self.pos.history
+        state, history = self.state, self.state.history
         summary = {
-            "step": self.pos.step,
-            "epoch": self.pos.epoch,
-            "best": self.pos.best,
+            "step": state.step,
+            "epoch": state.epoch,
+            "best": state.best,
             "select": self.select.metric,
             # which way "best" goes (min: the lowest), and the last validation's value
             "select_mode": self.select.mode,
             "last": history[-1].get(self.select.metric) if history else None,
-            "stopped": self.stop_reason,
+            "stopped": state.finished,
             "wall_seconds": round(self.elapsed(), 1),
             "precision": self.precision.precision,
         }
@@ -219,43 +255,42 @@ class Trainer:
 
     def run_epoch(self, window: _Window) -> _Window:
         """Steps until the end of the epoch or of training; the position advances here only."""
-        self.data.set_epoch(self.pos.epoch)
+        pos = self.state
+        self.data.set_epoch(pos.epoch)
         items = iter(self.data)
-        for _ in range(self.pos.batch):  # resuming mid-epoch: these were already trained on
+        for _ in range(pos.batch):  # resuming mid-epoch: these were already trained on
             next(items)
-        state = self.carry if self.pos.batch else None
+        carry = self.checkpointer.carry if pos.batch else None
         self.model.train()
         while True:
             group = [item for _, item in zip(range(self.cfg.accumulate), items, strict=False)]
             if not group:
                 raise RuntimeError(
-                    f"the training batches ended after {self.pos.batch} of the {len(self.data)} "
-                    f"minibatches their len() announced (epoch {self.pos.epoch})"
+                    f"the training batches ended after {pos.batch} of the {len(self.data)} "
+                    f"minibatches their len() announced (epoch {pos.epoch})"
                 )
-            loss, tokens, norm, state = self.train_step(group, state)
-            self.pos.step += 1
-            self.pos.batch += len(group)
-            end_of_epoch = self.pos.batch >= len(self.data)
+            loss, tokens, norm, carry = self.train_step(group, carry)
+            pos.step += 1
+            pos.batch += len(group)
+            end_of_epoch = pos.batch >= len(self.data)
             if end_of_epoch:
-                self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
-            self.carry = None if end_of_epoch else state
-            window.loss_sum += loss * tokens
-            window.tokens += tokens
-            window.steps += 1
-            window.grad_norm_sum += norm
-            window.clipped += self.cfg.grad_clip is not None and norm > self.cfg.grad_clip
+                pos.epoch, pos.batch = pos.epoch + 1, 0
+            self.checkpointer.carry = None if end_of_epoch else carry
+            window.add(
+                loss, tokens, norm, self.cfg.grad_clip is not None and norm > self.cfg.grad_clip
+            )
             for cb in self.callbacks:
                 cb.on_step(self, loss)
-            if self.pos.step % self.cfg.log_every == 0 or self.pos.step == 1:
+            if pos.step % self.cfg.log_every == 0 or pos.step == 1:
                 self.log(window)
                 window = _Window()
-            self.stop_reason = self.budget_reason()
-            due = self.cfg.eval_every is not None and self.pos.step % self.cfg.eval_every == 0
+            pos.finished = self.budget.reason(pos, self.elapsed())
+            due = self.cfg.eval_every is not None and pos.step % self.cfg.eval_every == 0
             at_eval = end_of_epoch and self.cfg.eval_every is None
-            save = self.cfg.save_every is not None and self.pos.step % self.cfg.save_every == 0
-            if self.stop_reason or due or at_eval or save:
+            save = self.cfg.save_every is not None and pos.step % self.cfg.save_every == 0
+            if pos.finished or due or at_eval or save:
                 paused = time.monotonic()
-                if self.stop_reason or due or at_eval:
+                if pos.finished or due or at_eval:
                     self.validate_and_checkpoint()
                 else:
                     self.save_checkpoint(is_best=False)  # no validation: for average_last
@@ -264,37 +299,8 @@ class Trainer:
                 if window.tokens:
                     self.log(window)
                 self.interrupted()
-            if self.stop_reason or end_of_epoch:
+            if pos.finished or end_of_epoch:
                 return window
-
-    def budget_reason(self) -> str:
-        """Why training must stop now (the same answer on every process), or ''."""
-        if self.pos.step >= self.total_steps and self.cfg.max_steps:
-            return f"step budget train.max_steps={self.cfg.max_steps} reached"
-        if self.pos.step >= self.total_steps or self.pos.epoch >= self.cfg.epochs:
-            return f"train.epochs={self.cfg.epochs} done"
-        out_of_time = (
-            self.cfg.max_minutes is not None and self.elapsed() > 60 * self.cfg.max_minutes
-        )
-        if dist.broadcast_flag(out_of_time):
-            return f"time budget train.max_minutes={self.cfg.max_minutes:g} reached"
-        return ""
-
-    def lifted_limits(self) -> list[str]:
-        """The ``--resume`` overrides that let a finished run train further: every limit it has
-        reached (the steps, the epochs, the time, early stopping's patience), doubled (the time:
-        as much again as it had, counted from the time already spent)."""
-        cfg, pos, out = self.cfg, self.pos, []
-        if cfg.max_steps and pos.step >= cfg.max_steps:
-            out.append(f"train.max_steps={2 * cfg.max_steps}")
-        if pos.epoch >= cfg.epochs or (not cfg.max_steps and pos.step >= self.total_steps):
-            out.append(f"train.epochs={2 * cfg.epochs}")
-        if cfg.max_minutes is not None and self.elapsed() > 60 * cfg.max_minutes:
-            out.append(f"train.max_minutes={math.ceil(self.elapsed() / 60 + cfg.max_minutes)}")
-        patience = cfg.early_stopping_patience
-        if patience and pos.evals_since_best >= patience:
-            out.append(f"train.early_stopping_patience={2 * patience}")
-        return out
 
     def train_step(
         self, group: list[tuple[Any, float]], state: Any
@@ -340,23 +346,14 @@ class Trainer:
         return mean, tokens, norm, state
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        """Seconds trained; 0 while a time budget's schedule is built, before the checkpointer."""
+        c = self.__dict__.get("checkpointer")
+        return c.elapsed() if c is not None else 0.0
 
     def log(self, window: _Window) -> None:
-        mean = window.loss_sum / max(window.tokens, 1.0)
-        seconds = max(time.monotonic() - window.started, 1e-9)
-        record = {
-            "step": self.pos.step,
-            "epoch": self.pos.epoch + self.pos.batch / max(len(self.data), 1),
-            "loss": mean,
-            "ppl": perplexity(mean),  # meaningful for a per-token cross-entropy only
-            "lr": self.schedule.lr,
-            "tokens_per_s": window.tokens / seconds,
-            "grad_norm": window.grad_norm_sum / max(window.steps, 1),  # mean, before clipping
-            "elapsed_s": round(self.elapsed(), 2),
-        }
-        if self.cfg.grad_clip is not None:
-            record["clipped"] = window.clipped / max(window.steps, 1)  # fraction of the steps
+        state, clip = self.state, self.cfg.grad_clip is not None
+        epoch = state.epoch + state.batch / max(len(self.data), 1)
+        record = window.record(state.step, epoch, self.schedule.lr, self.elapsed(), clip)
         for cb in self.callbacks:
             cb.on_log(self, record)
 
@@ -364,59 +361,77 @@ class Trainer:
         """Stop with :class:`TrainingDiverged`, with the advice of
         :func:`seqlab.training.divergence.advice` (the checkpoint to continue from, if good)."""
         stopped = stopped or (
-            f"at step {self.pos.step + 1} (epoch {self.pos.epoch}); training stopped before "
+            f"at step {self.state.step + 1} (epoch {self.state.epoch}); training stopped before "
             "updating the weights"
         )
         raise TrainingDiverged(
             f"{what} {stopped}; {divergence.advice(self.run_dir, self.select.metric)}"
         )
 
-    def last_good_checkpoint(self) -> Path | None:
-        """The checkpoint ``--resume`` continues from, if its validation was finite
-        (:func:`seqlab.training.divergence.last_good_checkpoint`)."""
-        return divergence.last_good_checkpoint(self.run_dir, self.select.metric)
-
     def interrupted(self) -> None:
         """Save a checkpoint at the step just finished (all processes), then stop and say how to
         resume. The position, RNG and carried state are those after the step: resume is exact."""
-        if ckpt.pointer(self.run_dir, "latest") != self.pos.step:
+        if ckpt.pointer(self.run_dir, "latest") != self.state.step:
             self.save_checkpoint(is_best=False)
         raise TrainingInterrupted(
-            f"interrupted; saved a checkpoint at step {self.pos.step}. "
+            f"interrupted; saved a checkpoint at step {self.state.step}. "
             f"Resume: seqlab train --resume {self.run_dir}"
         )
 
     # ------------------------------------------------------------------ validate, checkpoint
-    def evaluate(self, fn: Callable[[nn.Module], dict[str, float]] | None = None) -> dict:
-        """``fn(model)`` (default ``evaluate``) on rank 0, in eval mode and the evaluation
-        precision."""
-        fn = fn or self.evaluate_fn
-        assert fn is not None
-        self.model.eval()
-        with torch.no_grad(), autocast(self.eval_precision, self.device):
-            metrics = fn(self.model)
-        self.model.train()
-        return metrics
-
     def validate_and_checkpoint(self) -> None:
-        """Evaluate (rank 0), save a checkpoint, and decide on early stopping (all ranks):
-        :func:`seqlab.training.checkpointing.validate_and_checkpoint`."""
-        checkpointing.validate_and_checkpoint(self)
+        """Validate (:meth:`seqlab.training.validation.Validator.validate`), save a checkpoint,
+        and decide on early stopping (all ranks)."""
+        state = self.state
+        result = self.validator.validate(state, self.elapsed())
+        if result.diverged:
+            for cb in self.callbacks:
+                cb.on_eval(self, result.record)
+            self.diverged(
+                "validation " + ", ".join(f"{k} = {result.record[k]}" for k in result.bad),
+                f"at step {state.step} (epoch {state.epoch}); this checkpoint was not saved",
+            )
+        early = self.budget.out_of_patience(state, self.select.metric)
+        if early and not state.finished:
+            state.finished = early
+        self.save_checkpoint(result.is_best)
+        if self.validator.evaluates:
+            for cb in self.callbacks:  # after the checkpoint: a failing plot loses nothing
+                cb.on_eval(self, result.record)
 
     def average_last(self, n: int) -> dict[str, Any]:
-        """Average the last ``n`` trained checkpoints; keep the average as the best checkpoint
-        if it evaluates better (:func:`seqlab.training.checkpointing.average_last`)."""
-        return checkpointing.average_last(self, n)
+        """Average the last ``n`` trained checkpoints (fewer: a ``note``; pruning keeps them,
+        :attr:`~seqlab.config.TrainConfig.checkpoints_kept`); keep the average as a new, best
+        checkpoint if it is better (:meth:`~seqlab.training.validation.Validator.compare_average`)."""
+        steps = ckpt.trained_steps(self.run_dir)[-n:]
+        if len(steps) < 2:
+            return {
+                "skipped": f"only {len(steps)} trained checkpoint(s) saved; validate or save "
+                "more often (train.eval_every, train.save_every)"
+            }
+        metrics, better = self.validator.compare_average(self.run_dir, steps, self.state.best)
+        if better:
+            # the recorded best is the kept checkpoint's value on the history's scale
+            self.state.best = float(metrics[self.select.metric]) if metrics else self.state.best
+            self.state.step += 1  # a new checkpoint name after the last real step
+            self.save_checkpoint(is_best=True, averaged_steps=steps)
+        kept = len(steps)
+        note = {"note": f"average of {kept}, not {n}: only {kept} trained checkpoints are there"}
+        return {"steps": steps, **(note if kept < n else {}), **metrics, "is_best": better}
 
     def save_checkpoint(self, is_best: bool, averaged_steps: list[int] | None = None) -> None:
-        """Save the training state as the checkpoint of the current step
-        (:func:`seqlab.training.checkpointing.save_checkpoint`)."""
-        checkpointing.save_checkpoint(self, is_best, averaged_steps)
+        """Save :attr:`state` as the checkpoint of the current step
+        (:meth:`seqlab.training.checkpointing.Checkpointer.save`)."""
+        self.checkpointer.save(is_best, averaged_steps)
 
     def restore(self, path: Path) -> None:
-        """Continue from the checkpoint at ``path`` (same processes, same accumulation):
-        :func:`seqlab.training.checkpointing.restore`."""
-        checkpointing.restore(self, path)
+        """Continue from the checkpoint at ``path`` (same processes, same accumulation:
+        :meth:`seqlab.training.checkpointing.Checkpointer.restore`). A run that has finished is
+        refused, naming the ``--resume`` overrides that let it train further
+        (:meth:`seqlab.training.budget.Budget.refuse_finished`)."""
+        state = self.checkpointer.restore(path)
+        self.budget.refuse_finished(state, self.elapsed(), self.select.metric, self.run_dir)
+        state.finished = ""  # it goes on
 
 
 def resolve_device(name: str) -> torch.device:

@@ -3,7 +3,7 @@
 // The frame names no task: /models says, for each model, its route and its panel, an ES module
 // (its task's panel.js, or /static/generic.js: a form built from the route's request schema)
 // that the frame imports when the model is chosen and mounts with mount(section, model, page)
-// (seqlab.serve.service.Service.panel). `page` is what panels share: requests, the status line,
+// (seqlab.serving.service.Service.panel). `page` is what panels share: requests, the status line,
 // the output area, the attention explorer and the chart.
 "use strict";
 

@@ -1,12 +1,14 @@
-// The page's panel for a model whose task ships no panel script (seqlab.serve.service.Service:
+// The page's panel for a model whose task ships no panel script (seqlab.serving.service.Service:
 // panel=None): a form built from its route's request schema in /openapi.json, and the JSON answer.
 //
 // Each field of the request but `model` becomes an input #field-NAME, labelled with its title
 // and described by its description: a string, a textarea; one string or a list of strings, a
 // textarea read as the string, or as the list of its lines when it holds several; a list of
 // numbers, a text of numbers; an integer or a number, a number input within the schema's bounds;
-// a boolean, a checkbox; an enum, a select; anything else, JSON. Defaults are filled in, and
-// fields left empty are not sent. A streamed answer (stream: true) shows its tokens as they come.
+// a boolean, a checkbox; an enum, a select; anything else, JSON. The required fields (the
+// inputs) come first, then the others in the schema's order (a request inherits its options
+// model, whose fields the schema lists first). Defaults are filled in, and fields left empty are
+// not sent. A streamed answer (stream: true) shows its tokens as they come.
 
 let openapi = null;  // /openapi.json, read once
 
@@ -130,7 +132,9 @@ export async function mount(section, model, page) {
   if (!schema || !schema.properties) throw new Error(`/openapi.json has no request schema for POST ${model.route}`);
   const required = new Set(schema.required || []);
   const fields = [];
-  for (const [name, raw] of Object.entries(schema.properties)) {
+  const entries = Object.entries(schema.properties);
+  const ordered = [...entries.filter(([n]) => required.has(n)), ...entries.filter(([n]) => !required.has(n))];
+  for (const [name, raw] of ordered) {
     if (name === "model") continue;
     const property = resolve(openapi, raw);
     const field = fieldOf(openapi, property);

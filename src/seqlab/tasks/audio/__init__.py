@@ -11,7 +11,7 @@ directory holds ``classes.json`` besides its config and checkpoints (the normali
 weights).
 
 **Layout**: :mod:`~seqlab.tasks.audio.predictor` (:class:`ClipClassifier`, a third kind of
-:class:`~seqlab.tasks.classification.base.Classifier`), :mod:`~seqlab.tasks.audio.task` (rules,
+:class:`~seqlab.tasks.classifier.base.Classifier`), :mod:`~seqlab.tasks.audio.task` (rules,
 normalisation, the experiment), :mod:`~seqlab.tasks.audio.figures` (spectrograms, attention
 over time), :mod:`~seqlab.tasks.audio.service` (``POST /classify-audio``) and ``panel.js`` (the
 page's panel: upload or record from the microphone); the task is declared once, below
@@ -19,9 +19,10 @@ page's panel: upload or record from the microphone); the task is declared once, 
 """
 
 from seqlab import catalog
+from seqlab.config.experiment import TASK_RULES
 from seqlab.tasks.audio.predictor import ClipClassifier
 from seqlab.tasks.audio.service import SERVICE
-from seqlab.tasks.audio.task import ARTEFACTS, SELECT, build_experiment, check_config
+from seqlab.tasks.audio.task import ARTEFACTS, SELECT, build_experiment
 
 TASK = catalog.register_task(
     catalog.TaskSpec(
@@ -30,7 +31,7 @@ TASK = catalog.register_task(
         (ClipClassifier,),
         SELECT,
         frozenset(ARTEFACTS),
-        rules=check_config,
+        rules=TASK_RULES["audio_classification"],  # config checks, with the config (seqlab.config)
         service=SERVICE,
         summary="a category for a recording",
     )

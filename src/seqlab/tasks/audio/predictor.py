@@ -1,7 +1,7 @@
 """A trained audio classifier (:class:`ClipClassifier`): labels and probabilities of recordings,
 scores on a split, and where its attention went over time.
 
-It is a third kind of :class:`~seqlab.tasks.classification.base.Classifier`: labels, scores,
+It is a third kind of :class:`~seqlab.tasks.classifier.base.Classifier`: labels, scores,
 evaluation (accuracy, macro-F1, the confusion matrix) and ``seqlab classify`` are the
 classifiers' own; what is written here is how a recording becomes what the model reads. A
 recording (a path, a WAV file's bytes or file object, or ``(samples, rate)``) is read, or
@@ -41,10 +41,11 @@ from seqlab.data.speech import Speech, detect_speech
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.runtime.precision import autocast
+from seqlab.storage.output_dirs import api_output_dir
 from seqlab.storage.outputs import RULE
 from seqlab.tasks.base import Run, load_weights
-from seqlab.tasks.classification.base import Classes, Classifications, Classifier, forward_batches
-from seqlab.tasks.classification.calibration import CALIBRATION, Calibration
+from seqlab.tasks.classifier.base import Classes, Classifications, Classifier, forward_batches
+from seqlab.tasks.classifier.calibration import CALIBRATION, Calibration
 from seqlab.tasks.options import Option
 
 #: what ``seqlab classify`` prints in the label column of a recording with no speech
@@ -81,6 +82,27 @@ def _name(item: Any, i: int) -> str:
         return f"array {i}"
     named = getattr(item, "name", None)
     return named if isinstance(named, str) else f"recording {i}"
+
+
+def patch_names(grid: tuple[int, int], max_frames: int, n_mels: int, hop: float) -> list[str]:
+    """The positions of a ViT body over a spectrogram of ``grid`` (rows of mel bins, columns of
+    frames): ``[CLS]``, then each patch row by row, named by its first frame's time and first
+    mel bin (``t0.40s m8``)."""
+    rows, cols = grid
+    step, mels = max_frames // cols * hop, n_mels // rows
+    return ["[CLS]"] + [f"t{c * step:.2f}s m{r * mels}" for r in range(rows) for c in range(cols)]
+
+
+def patches_to_frames(
+    received: Tensor, grid: tuple[int, int], max_frames: int, frames: int
+) -> Tensor:
+    """A ViT body's attention received by each patch ``(1 + rows·cols,)``, the class token
+    first, as the share of each of ``frames`` frames: each column's patches summed over the
+    mel rows and spread over the frames it covers ``(frames,)``."""
+    rows, cols = grid
+    per_column = received[1:].view(rows, cols).sum(0)  # (cols,)
+    spread = per_column.repeat_interleave(max_frames // cols)[:frames]
+    return torch.nn.functional.pad(spread, (0, frames - len(spread)))
 
 
 class NoSpeech(AudioError):
@@ -279,28 +301,28 @@ class ClipClassifier(Classifier):
         numbers: Sequence[int] | None = None,
     ) -> Recordings:
         """``seqlab classify``: each recording's label, or no speech (the reason as a note);
-        with ``attention_png`` its spectrogram and attention drawn into that directory,
-        ``attention-NNNN.png`` after its input line (``numbers``), except for a recording with
-        no speech (a note says so)."""
+        with ``attention_png`` its spectrogram and attention drawn into that directory (by the
+        rule of ``--attention-png``), ``attention-NNNN.png`` after its input line (``numbers``),
+        except for a recording with no speech (a note says so)."""
         self.check("classify", {"attention_png": attention_png})
+        folder = api_output_dir(attention_png, "attention_png")  # checked now, before any work
         items = [inputs] if _single(inputs) else list(inputs)
         numbers = list(numbers) if numbers is not None else list(range(1, len(items) + 1))
         clips = [self.read_clip(x, _name(x, n)) for x, n in zip(items, numbers, strict=True)]
         for clip in clips:
             warn_about(clip, stacklevel=3)
         probs, speech = self.heard_of([c.samples for c in clips])
-        found = self._found(probs, speech)
-        out = Recordings([c.source for c in clips], found, speech=speech)
+        out = Recordings([c.source for c in clips], self._found(probs, speech), speech=speech)
         out.notes += [
             f"{c.source}: no speech: {s.reason}"
             for c, s in zip(clips, speech, strict=True)
             if s.reason
         ]
-        if attention_png:
+        with folder:  # a null context without attention_png
             for number, clip, heard in zip(numbers, clips, speech, strict=True):
-                if heard.heard:
+                if attention_png and heard.heard:
                     out.figures += self._draw_attention(Path(attention_png), number, clip, layer)
-                else:
+                elif attention_png:
                     out.notes.append(f"{clip.source}: no attention figure: no speech to attend to")
         return out
 
@@ -350,26 +372,13 @@ class ClipClassifier(Classifier):
         waves, lengths = pad_waves([wave])
         with autocast(self.precision):
             weights = [w[0].float().cpu() for w in self.model.attention(waves, lengths)]
-        size = weights[0].shape[-1]
         grid = getattr(self.model, "patch_grid", None)
-        if grid is not None:  # ViT: the class token, then patches row (mel) by row, column (time)
-            rows, cols = grid
-            step = self.model.max_frames // cols * self.hop_seconds
-            mels = self.cfg.model.features.n_mels // rows
-            names = ["[CLS]"] + [
-                f"t{c * step:.2f}s m{r * mels}" for r in range(rows) for c in range(cols)
-            ]
-        else:
-            times = [f"{i * self.hop_seconds:.2f}s" for i in range(size)]
-            names = (
-                times
-                if size == len(times) and size == self._frames(waves, lengths)
-                else (["[CLS]"] + times[: size - 1])
-            )
-        return names, weights
-
-    def _frames(self, waves: Tensor, lengths: Tensor) -> int:
-        return int(self.model.features(waves, lengths)[1][0])
+        if grid is not None:  # ViT: the class token, then its patches
+            mels = self.cfg.model.features.n_mels
+            return patch_names(grid, self.model.max_frames, mels, self.hop_seconds), weights
+        size, frames = weights[0].shape[-1], int(self.model.features(waves, lengths)[1][0])
+        times = [f"{i * self.hop_seconds:.2f}s" for i in range(size)]
+        return (times if size == frames else ["[CLS]"] + times[: size - 1]), weights
 
     def over_time(self, item: Any) -> tuple[Tensor, Tensor]:
         """Attention over time of one recording: the log-mel frames ``(T, n_mels)`` and, for
@@ -383,11 +392,7 @@ class ClipClassifier(Classifier):
         received = weights[-1].mean(0).mean(0)  # (T',): each key's mean weight over queries
         grid = getattr(self.model, "patch_grid", None)
         if grid is not None:
-            rows, cols = grid
-            per_column = received[1:].view(rows, cols).sum(0)  # (cols,)
-            width = self.model.max_frames // cols
-            received = per_column.repeat_interleave(width)[: len(feats)]
-            received = torch.nn.functional.pad(received, (0, len(feats) - len(received)))
+            received = patches_to_frames(received, grid, self.model.max_frames, len(feats))
         elif len(received) == len(feats) + 1:
             received = received[1:]
         total = received.sum()

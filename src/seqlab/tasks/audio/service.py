@@ -27,8 +27,8 @@ from pydantic import BaseModel, Field
 
 from seqlab.data.audio import AudioError, Clip
 from seqlab.data.wav import wav_info
-from seqlab.serve.limits import LimitExceeded, Limits, check
-from seqlab.serve.service import (
+from seqlab.serving.limits import LimitExceeded, Limits, check
+from seqlab.serving.service import (
     Handler,
     InputError,
     Job,

@@ -3,7 +3,7 @@ feature normalisation measured on the training clips, batches of padded waveform
 classifiers' cross-entropy and validation by accuracy (:func:`build_experiment`).
 
 **Calibration.** After training, the best checkpoint's logits on the validation split choose a
-softmax temperature (Guo et al. 2017; :mod:`seqlab.tasks.classification.calibration`), written
+softmax temperature (Guo et al. 2017; :mod:`seqlab.tasks.classifier.calibration`), written
 to ``calibration.json`` and applied when the run is loaded: with ``data.val_speaker`` the
 probabilities are those of a voice the model never trained on.
 
@@ -31,26 +31,14 @@ from seqlab.runtime.progress import progress
 from seqlab.storage import checkpoints as ckpt
 from seqlab.tasks.audio.predictor import ClipClassifier, model_of
 from seqlab.tasks.base import Experiment
-from seqlab.tasks.classification.base import Classes, forward_batches
-from seqlab.tasks.classification.calibration import CALIBRATION, Calibration
-from seqlab.tasks.classification.training import cross_entropy_loss, validation
+from seqlab.tasks.classifier.base import Classes, forward_batches
+from seqlab.tasks.classifier.calibration import CALIBRATION, Calibration
+from seqlab.tasks.classifier.training import cross_entropy_loss, validation
 
 #: files an audio run holds besides its config and checkpoints
 ARTEFACTS = ("classes.json", CALIBRATION)
 #: an audio classifier chooses checkpoints by validation accuracy, higher is better
 SELECT = Selection("val_acc", "max")
-
-
-def check_config(cfg: ExperimentConfig) -> None:
-    """Audio classification's rule across sections: the front end's frequencies fit the rate
-    the clips are read at (``f_max`` at most half of ``data.sample_rate``)."""
-    features = cfg.model.features  # type: ignore[attr-defined]
-    nyquist = cfg.data.sample_rate / 2
-    if features.f_max is not None and features.f_max > nyquist:
-        raise ValueError(
-            f"model.features.f_max={features.f_max:g} Hz is above half of data.sample_rate="
-            f"{cfg.data.sample_rate} ({nyquist:g} Hz): those frequencies are not in the clips"
-        )
 
 
 @torch.no_grad()

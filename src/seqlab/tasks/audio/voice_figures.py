@@ -99,7 +99,7 @@ def plot_reliability(
     curves: dict[str, dict[str, list[float]]], path: str | Path, title: str = ""
 ) -> Path:
     """Reliability diagrams side by side: each bin's accuracy against its mean confidence
-    (:func:`seqlab.tasks.classification.calibration.reliability`), the diagonal being perfect
+    (:func:`seqlab.tasks.classifier.calibration.reliability`), the diagonal being perfect
     calibration; ``curves`` maps a label (with its ECE, say) to a ``reliability`` result."""
     fig, axes = plt.subplots(
         1, len(curves), figsize=(4.2 * len(curves), 4.2), squeeze=False, layout="constrained"

@@ -1,18 +1,17 @@
 """Classification: one label per sentence or image — two kinds of run on one base.
 
-- :mod:`~seqlab.tasks.classification.base`: what both kinds share: the run's classes, the
-  forward pass, the predictor (classify, probabilities, scores, evaluation, attention maps);
+- :mod:`seqlab.tasks.classifier` (shared with audio classification, not part of this task): the
+  run's classes, the forward pass, the predictor (classify, probabilities, scores, evaluation,
+  attention maps), the splits, the metrics, calibration, the loss and validation;
 - :mod:`~seqlab.tasks.classification.text`: text classifiers (Transformer, BiLSTM, CNN);
 - :mod:`~seqlab.tasks.classification.image`: image classifiers (the Vision Transformer of
   Dosovitskiy et al. 2021, a ConvNet);
-- :mod:`~seqlab.tasks.classification.splits`: the run's dataset, its splits and labels;
-- :mod:`~seqlab.tasks.classification.metrics`: accuracy, macro-F1, the confusion matrix;
 - :mod:`~seqlab.tasks.classification.training`: training either kind;
 - :mod:`~seqlab.tasks.classification.service`: ``POST /classify``, and ``panel.js`` the page's
   panel; the task is declared once, in this module (:data:`TASK`).
 
 Whether a run reads text or images is decided once, by its dataset's inputs
-(:meth:`~seqlab.tasks.classification.base.Classifier.accepts`).
+(:meth:`~seqlab.tasks.classifier.base.Classifier.accepts`).
 
 **Splits.** The validation split that chooses checkpoints is always held out of the training
 data (``data.val_examples``, a seeded choice); the dataset's evaluation split is never used to
@@ -33,26 +32,13 @@ classifier's ``load`` needs nothing else.
 from __future__ import annotations
 
 from seqlab import catalog
-from seqlab.config import ExperimentConfig
-from seqlab.tasks.classification.base import ARTEFACTS, Classes, Classifier
+from seqlab.config.experiment import TASK_RULES
 from seqlab.tasks.classification.image import ImageClassifier
-from seqlab.tasks.classification.metrics import ClassificationReport, classification_metrics
 from seqlab.tasks.classification.service import SERVICE
 from seqlab.tasks.classification.text import TextClassifier
 from seqlab.tasks.classification.training import SELECT, build_experiment
-
-
-def check_config(cfg: ExperimentConfig) -> None:
-    """Classification's rule across sections: a model with learned or sinusoidal positions
-    (``model.max_len``) reads sentences of up to ``data.max_len`` tokens. (That a text dataset
-    goes with a text model, an image dataset with an image model, is checked for every task.)"""
-    model_len = getattr(cfg.model, "max_len", None)
-    if model_len is not None and model_len < cfg.data.max_len:
-        raise ValueError(
-            f"model.max_len={model_len} is smaller than data.max_len={cfg.data.max_len}; "
-            "raise model.max_len"
-        )
-
+from seqlab.tasks.classifier.base import ARTEFACTS, Classes, Classifier
+from seqlab.tasks.classifier.metrics import ClassificationReport, classification_metrics
 
 TASK = catalog.register_task(
     catalog.TaskSpec(
@@ -61,7 +47,7 @@ TASK = catalog.register_task(
         (TextClassifier, ImageClassifier),
         SELECT,
         frozenset(ARTEFACTS),
-        rules=check_config,
+        rules=TASK_RULES["classification"],  # config checks, with the config (seqlab.config)
         service=SERVICE,
         summary="a label for a text or an image",
     )
@@ -78,6 +64,5 @@ __all__ = [
     "ImageClassifier",
     "TextClassifier",
     "build_experiment",
-    "check_config",
     "classification_metrics",
 ]

@@ -21,8 +21,8 @@ from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.models.vit import attention_rollout
 from seqlab.tasks.base import Run, load_weights
-from seqlab.tasks.classification import splits
-from seqlab.tasks.classification.base import (
+from seqlab.tasks.classifier import splits
+from seqlab.tasks.classifier.base import (
     Classes,
     Classifier,
     TrainingData,
@@ -37,7 +37,7 @@ def normalise(images: Tensor, stats: dict[str, float]) -> Tensor:
 
 
 class ImageClassifier(Classifier):
-    """A trained image classifier (see :class:`~seqlab.tasks.classification.base.Classifier`)."""
+    """A trained image classifier (see :class:`~seqlab.tasks.classifier.base.Classifier`)."""
 
     kind = "image classification"
     item = "image file"

@@ -17,8 +17,8 @@ from torch import Tensor
 
 from seqlab.data.images import ImageTooLarge
 from seqlab.errors import SeqlabError
-from seqlab.serve.limits import LimitExceeded, check
-from seqlab.serve.service import (
+from seqlab.serving.limits import LimitExceeded, check
+from seqlab.serving.service import (
     Handler,
     InputError,
     Job,

@@ -31,8 +31,8 @@ from seqlab.errors import SeqlabError
 from seqlab.models import build_model
 from seqlab.storage.text import check_line_breaks, read_lines
 from seqlab.tasks.base import Run, load_weights
-from seqlab.tasks.classification import splits
-from seqlab.tasks.classification.base import (
+from seqlab.tasks.classifier import splits
+from seqlab.tasks.classifier.base import (
     Classes,
     Classifier,
     TrainingData,
@@ -51,7 +51,7 @@ def encode_texts(
 
 
 class TextClassifier(Classifier):
-    """A trained text classifier (see :class:`~seqlab.tasks.classification.base.Classifier`)."""
+    """A trained text classifier (see :class:`~seqlab.tasks.classifier.base.Classifier`)."""
 
     kind = "text classification"
     item = "sentence"

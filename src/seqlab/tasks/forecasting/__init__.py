@@ -16,6 +16,7 @@ panel); the task is declared once, below (:data:`TASK`).
 """
 
 from seqlab import catalog
+from seqlab.tasks.forecasting.options import MAX_FORECAST_STEPS, ForecastOptions
 from seqlab.tasks.forecasting.service import SERVICE
 from seqlab.tasks.forecasting.task import (
     ARTEFACTS,
@@ -43,10 +44,12 @@ TASK = catalog.register_task(
 
 __all__ = [
     "ARTEFACTS",
+    "MAX_FORECAST_STEPS",
     "SELECT",
     "SERVICE",
     "TASK",
     "Forecast",
+    "ForecastOptions",
     "ForecastReport",
     "Forecaster",
     "build_experiment",

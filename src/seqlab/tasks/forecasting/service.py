@@ -1,32 +1,41 @@
 """The forecasting task served: ``POST /forecast`` (the next values after a series given as
-values or as a CSV's text), declared once as :data:`SERVICE`."""
+values or as a CSV's text), declared once as :data:`SERVICE`.
+
+The request body is ``seqlab forecast``'s options model
+(:class:`~seqlab.tasks.forecasting.options.ForecastOptions`: ``steps``, ``column``, ``missing``)
+and the request's own fields (the series): validated once, when parsed, and handed to the
+predictor as that model."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, PositiveInt
+from pydantic import BaseModel, Field
 
 from seqlab.data.series import CsvSettings, parse_series_csv
-from seqlab.serve.limits import check
-from seqlab.serve.service import Handler, InputError, Job, Request, Service, run_each
+from seqlab.serving.limits import check
+from seqlab.serving.service import InputError, OptionsHandler, Request, Service
+from seqlab.tasks.forecasting.options import ForecastOptions
+from seqlab.tasks.forecasting.task import Forecaster
 
 #: how CSV errors name the request's fields
 CSV_FIELDS = CsvSettings('"column" in the request', '"missing" in the request')
 
 
-class ForecastRequest(Request):
+def options_model() -> type[ForecastOptions]:
+    """The options ``POST /forecast`` takes: those of ``seqlab forecast``
+    (:attr:`seqlab.tasks.base.Predictor.command_options`)."""
+    return Forecaster.command_options["forecast"]  # type: ignore[return-value]
+
+
+class ForecastRequest(Request, ForecastOptions):
+    """The series (``history`` or ``csv``), and the fields of
+    :class:`~seqlab.tasks.forecasting.options.ForecastOptions`."""
+
     history: list[float] | None = Field(None, description="past values, oldest first")
     csv: str | None = Field(None, description="or a CSV file's text: a header, one row per step")
-    column: str | None = Field(None, description="the CSV column (default: the last)")
-    missing: Literal["error", "interpolate", "drop"] = Field(
-        "error", description="empty or NaN CSV cells"
-    )
-    steps: PositiveInt = Field(description="values to predict")
 
 
 class ForecastResponse(BaseModel):
@@ -36,52 +45,52 @@ class ForecastResponse(BaseModel):
     forecast: list[float]
 
 
-@dataclass
-class ForecastWork:
-    history: list[float] | None
-    csv: str | None
-    column: str | None
-    missing: str
-    steps: int
+class ForecastHandler(OptionsHandler):
+    """``POST /forecast``: the next values after a series (values, or a CSV's text); the
+    generic handler, with the series as its inputs."""
 
-
-class ForecastHandler(Handler):
-    """``POST /forecast``: the next values after a series (values, or a CSV's text)."""
+    command = "forecast"
 
     def details(self) -> dict[str, Any]:
         return {"input": "series", "window": int(self.predictor.window)}
 
-    def prepare(self, request: ForecastRequest) -> tuple[ForecastWork, int]:
+    def inputs(self, request: ForecastRequest) -> tuple[Any, int]:
+        """``history`` (checked) or ``csv`` (its size checked; read on the worker)."""
         if (request.history is None) == (request.csv is None):
             raise InputError("give either history (a list of numbers) or csv (a CSV's text)")
-        check(request.steps, self.limits, "max_steps", "steps")
         if request.history is not None:
             check(len(request.history), self.limits, "max_history", "the history's length", 413)
             if not all(math.isfinite(v) for v in request.history):
                 raise InputError("history holds a value that is not a finite number")
-        else:
-            assert request.csv is not None
-            size = len(request.csv.encode("utf-8"))
-            check(size, self.limits, "max_upload_bytes", "the CSV's size in bytes", 413)
-        work = ForecastWork(
-            request.history, request.csv, request.column, request.missing, request.steps
-        )
-        return work, 1
+            return request.history, 1
+        size = len(request.csv.encode("utf-8"))  # type: ignore[union-attr]
+        check(size, self.limits, "max_upload_bytes", "the CSV's size in bytes", 413)
+        return request.csv, 1
 
-    def run(self, jobs: Sequence[Job]) -> list[Any]:
-        return run_each(jobs, self._forecast)
+    def check(self, inputs: Any, options: ForecastOptions) -> None:
+        check(options.steps, self.limits, "max_steps", "steps")
 
-    def _forecast(self, w: ForecastWork) -> ForecastResponse:
-        history = w.history
-        if history is None:
-            assert w.csv is not None
-            history = parse_series_csv(w.csv, "csv", w.column, w.missing, CSV_FIELDS)
+    def answer(self, inputs: list[Any], options: ForecastOptions) -> list[Any]:
+        """Each series forecast on its own (one may diverge alone)."""
+        out: list[Any] = []
+        for series in inputs:
+            try:
+                out.append(self._forecast(series, options))
+            except Exception as exc:  # noqa: BLE001 - this job fails alone
+                out.append(exc)
+        return out
+
+    def _forecast(self, series: list[float] | str, options: ForecastOptions) -> ForecastResponse:
+        history = series
+        if isinstance(series, str):  # a CSV's text
+            missing = options.missing or "error"
+            history = parse_series_csv(series, "csv", options.column, missing, CSV_FIELDS)
             check(len(history), self.limits, "max_history", "the CSV's rows", 413)
         return ForecastResponse(
             model=self.name,
             window=int(self.predictor.window),
             history=list(history),
-            forecast=self.predictor.forecast(history, w.steps),
+            forecast=self.predictor.forecast(history, options=options),
         )
 
 
@@ -92,4 +101,5 @@ SERVICE = Service(
     handler=ForecastHandler,
     summary="Forecast a series",
     panel=Path(__file__).with_name("panel.js"),
+    options=options_model,
 )

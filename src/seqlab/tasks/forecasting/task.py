@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab import catalog
+from seqlab.atomic import atomic_write_json, read_format_json
 from seqlab.config import ExperimentConfig
 from seqlab.data.series import (
     MAX_ABS_VALUE,
@@ -38,18 +39,15 @@ from seqlab.data.series import (
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.models import build_model
 from seqlab.objective import LossOutput, Selection
-from seqlab.storage.atomic import atomic_write_json, read_format_json
-from seqlab.storage.outputs import FILE_RULE
+from seqlab.storage.outputs import FILE_RULE, api_output_file
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
-from seqlab.tasks.options import Option
+from seqlab.tasks.forecasting.options import ForecastOptions
+from seqlab.tasks.options import CommandOptions, Option, show_options
 from seqlab.tasks.report import Prediction, Report
 
 ARTEFACTS = ("series.json",)
 #: horizons measured when none is asked for
 DEFAULT_HORIZONS = 12
-#: the most values one forecast predicts: each is fed back, so far beyond the series' own length
-#: a forecast says little, and the work grows with the square of the steps
-MAX_FORECAST_STEPS = 10_000
 SERIES_FORMAT = "seqlab.series/1"
 
 
@@ -161,23 +159,6 @@ class Forecaster(Predictor):
             role="cli",
             metavar="CSV",
         ),
-        Option("--column", "the CSV column holding the values (default: the last)", ("forecast",)),
-        Option(
-            "--missing",
-            "what to do with empty or NaN values (default: error)",
-            ("forecast",),
-            choices=("error", "interpolate", "drop"),
-        ),
-        Option(
-            "--horizon",
-            f"values to predict (K steps ahead), at most {MAX_FORECAST_STEPS}; a forecast that diverges (a value "
-            "beyond ±1e15 or not a number) is an error naming the last good step",
-            ("forecast",),
-            type="positive_int",
-            metavar="K",
-            required=True,
-            dest="steps",
-        ),
         Option(
             "--png",
             f"draw the end of the series and the forecast into FILE: {FILE_RULE}",
@@ -188,6 +169,8 @@ class Forecaster(Predictor):
         ),
         Option("--json", "print JSON", ("forecast",), type="flag", role="cli"),
     )
+    #: ``forecast``'s options, one field each (--horizon, --column, --missing)
+    command_options: ClassVar[dict[str, type[CommandOptions]]] = {"forecast": ForecastOptions}
     usage: ClassVar[dict[str, str]] = {
         "evaluate": "a forecaster is scored on a --split of its series (--horizon K steps ahead)"
     }
@@ -216,10 +199,19 @@ class Forecaster(Predictor):
         z = self.scaler(windows_.float()).to(device)
         return self.scaler.invert(self.model(z).float().cpu())
 
-    def forecast(self, history: Tensor | list[float], steps: int) -> list[float]:
+    def forecast(
+        self,
+        history: Tensor | list[float],
+        steps: int | None = None,
+        options: ForecastOptions | None = None,
+    ) -> list[float]:
         """The ``steps`` values after ``history`` (at least τ finite values, within
         ±:data:`~seqlab.data.series.MAX_ABS_VALUE`), each predicted from the previous
-        predictions once the observations run out."""
+        predictions once the observations run out; ``options`` (a validated
+        :class:`~seqlab.tasks.forecasting.options.ForecastOptions`) may give the steps instead,
+        taken as they are."""
+        keywords = {} if steps is None else {"steps": steps}
+        steps = self.options_of("forecast", options, keywords).steps
         if isinstance(history, str) or not isinstance(history, Tensor | Sequence):
             raise SeqlabError(
                 f"history must be a list (or tensor) of numbers, not {type(history).__name__}"
@@ -236,14 +228,6 @@ class Forecaster(Predictor):
             raise SeqlabError(
                 f"a forecast needs at least τ = {self.window} past values, got {len(x)}"
             )
-        if (
-            isinstance(steps, bool)
-            or not isinstance(steps, int)
-            or not 1 <= steps <= MAX_FORECAST_STEPS
-        ):
-            raise SeqlabError(
-                f"steps must be a whole number from 1 to {MAX_FORECAST_STEPS}, got {steps!r}"
-            )
         values = k_step_predictions(self.predict_next, x, self.window, steps, [len(x)])[0]
         bad = [i for i, v in enumerate(values.tolist()) if not abs(v) <= MAX_ABS_VALUE]
         if bad:
@@ -257,18 +241,26 @@ class Forecaster(Predictor):
     def predict(
         self,
         inputs: str | Path | Sequence[float] | Tensor | None = None,
+        options: ForecastOptions | None = None,
         *,
-        steps: int,
-        column: str | None = None,
-        missing: str | None = None,
         png: str | Path | None = None,
+        force: bool = False,
+        **keywords: Any,
     ) -> Forecast:
         """``seqlab forecast``: the next ``steps`` values after ``inputs``, a CSV file (its
         ``column``, default the last; ``missing`` values: ``error``, ``interpolate`` or
         ``drop``), the values themselves, or None for the run's own series; with ``png`` the
-        end of the series and the forecast drawn there."""
+        end of the series and the forecast drawn there, by the rule of ``--png``
+        (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not write is refused
+        before any work unless ``force``). The options are ``options`` (a validated
+        :class:`~seqlab.tasks.forecasting.options.ForecastOptions`) or its fields as keyword
+        arguments, checked once."""
+        o: ForecastOptions = self.options_of("forecast", options, keywords)
+        column, missing = o.column, o.missing
         if (column or missing) and not isinstance(inputs, str | Path):
             raise SeqlabError("--column and --missing describe an --input CSV")
+        csv = {"--input": inputs} if isinstance(inputs, str | Path) else {}
+        figure = api_output_file(png, "png", force, csv)  # checked now, before any work
         if inputs is None:
             history = load_series(self.cfg).tolist()
             source = f"the run's series ({self.cfg.data.dataset})"
@@ -278,9 +270,10 @@ class Forecaster(Predictor):
         else:
             history = torch.as_tensor(inputs).tolist() if isinstance(inputs, Tensor) else inputs
             source = "history"
-        out = Forecast(source, list(history), self.forecast(history, steps))
+        out = Forecast(source, list(history), self.forecast(history, options=o))
         if png:
-            out.figures.append(self._plot_forecast(out, Path(png)))
+            with figure:
+                out.figures.append(self._plot_forecast(out, Path(png)))
         return out
 
     def _plot_forecast(self, out: Forecast, path: Path) -> Path:
@@ -310,15 +303,19 @@ class Forecaster(Predictor):
         *,
         horizons: int | None = None,
         plot: str | Path | None = None,
+        force: bool = False,
     ) -> ForecastReport:
         """RMSE and MAE at horizons 1 … ``horizons`` on a split of the configured series
         (default ``test``), for the model, persistence and (when ``data.season`` is set)
-        seasonal persistence; with ``plot`` the RMSE by horizon drawn there.
+        seasonal persistence; with ``plot`` the RMSE by horizon drawn there, by the rule of
+        ``--png`` (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not write is
+        refused before any work unless ``force``).
 
         ``horizons``: at most the split's number of target steps (and each needs τ observations
         before it); None = 12, or fewer on a shorter split. A larger value is refused at once.
         """
         split, _ = self._source(split, files, "test")
+        figure = api_output_file(plot, "plot", force)  # checked now, before any work
         if split not in ("train", "val", "test"):
             raise SeqlabError(
                 f"a series has train, val and test splits, not {split!r}"
@@ -361,7 +358,8 @@ class Forecaster(Predictor):
         report = ForecastReport(self.checkpoint, {"split": split}, scores)
         report.check_finite()
         if plot:
-            report.figures["plot"] = self._plot_horizons(report, Path(plot))
+            with figure:
+                report.figures["plot"] = self._plot_horizons(report, Path(plot))
         return report
 
     def _plot_horizons(self, report: ForecastReport, path: Path) -> Path:
@@ -449,3 +447,5 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
 
 #: forecasting chooses checkpoints by validation RMSE (in the series' units), lower is better
 SELECT = Selection("val_rmse", "min")
+
+show_options(Forecaster.predict, ForecastOptions)  # its keyword arguments are the model's fields

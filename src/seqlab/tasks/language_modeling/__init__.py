@@ -8,23 +8,27 @@ scoring and generation are written once, whatever the architecture. A run direct
 **Layout**: :mod:`~seqlab.tasks.language_modeling.task` (the predictor, rules, loss, validation,
 the experiment), :mod:`~seqlab.tasks.language_modeling.ngrams` (n-gram baselines on the same
 data), :mod:`~seqlab.tasks.language_modeling.service` (``POST /generate``, streamed or not) and
-``panel.js`` (the page's panel); the task is declared once, below (:data:`TASK`).
+``panel.js`` (the page's panel), :mod:`~seqlab.tasks.language_modeling.options` (``generate``'s
+options, declared once); the task is declared once, below (:data:`TASK`).
 """
 
 from seqlab import catalog
+from seqlab.config.experiment import TASK_RULES
 from seqlab.tasks.language_modeling.ngrams import ngram_models
+from seqlab.tasks.language_modeling.options import (
+    MAX_GENERATE_TOKENS,
+    MAX_TEMPERATURE,
+    GenerateOptions,
+)
 from seqlab.tasks.language_modeling.service import SERVICE
 from seqlab.tasks.language_modeling.task import (
     ARTEFACTS,
-    MAX_GENERATE_TOKENS,
-    MAX_TEMPERATURE,
     SELECT,
     Generation,
     LanguageModel,
     PerplexityReport,
     Sampling,
     build_experiment,
-    check_config,
     evaluate_lm,
     lm_loss,
     load_artefacts,
@@ -38,7 +42,7 @@ TASK = catalog.register_task(
         (LanguageModel,),
         SELECT,
         frozenset(ARTEFACTS),
-        rules=check_config,
+        rules=TASK_RULES["language_modeling"],  # config checks, with the config (seqlab.config)
         service=SERVICE,
         summary="the next token of a text: perplexity and generation",
     )
@@ -51,12 +55,12 @@ __all__ = [
     "SELECT",
     "SERVICE",
     "TASK",
+    "GenerateOptions",
     "Generation",
     "LanguageModel",
     "PerplexityReport",
     "Sampling",
     "build_experiment",
-    "check_config",
     "evaluate_lm",
     "lm_loss",
     "load_artefacts",

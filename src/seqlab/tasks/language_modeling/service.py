@@ -1,5 +1,10 @@
 """The language-modelling task served: ``POST /generate`` (a continuation of a prefix, all at
-once or streamed token by token as server-sent events), declared once as :data:`SERVICE`."""
+once or streamed token by token as server-sent events), declared once as :data:`SERVICE`.
+
+The request body is ``seqlab generate``'s options model
+(:class:`~seqlab.tasks.language_modeling.options.GenerateOptions`) and the request's own fields
+(the prefix, ``stream``): validated once, when parsed, and handed to the predictor as that model.
+"""
 
 from __future__ import annotations
 
@@ -9,25 +14,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import BaseModel, Field
 
-from seqlab.data.vocab import unknown_messages
-from seqlab.serve.limits import check
-from seqlab.serve.service import Cancelled, Handler, Job, Request, Service, warnings_field
+from seqlab.serving.limits import check
+from seqlab.serving.service import (
+    Cancelled,
+    Job,
+    OptionsHandler,
+    Request,
+    Service,
+    warnings_field,
+)
 from seqlab.storage.text import check_line_breaks
+from seqlab.tasks.language_modeling.options import GenerateOptions
+from seqlab.tasks.language_modeling.task import LanguageModel
 
 #: tokens detokenised together to find the text a streamed token adds
 STREAM_CONTEXT = 8
 
 
-class GenerateRequest(Request):
+def options_model() -> type[GenerateOptions]:
+    """The options ``POST /generate`` takes: those of ``seqlab generate``
+    (:attr:`seqlab.tasks.base.Predictor.command_options`)."""
+    return LanguageModel.command_options["generate"]  # type: ignore[return-value]
+
+
+class GenerateRequest(Request, GenerateOptions):
+    """The prefix to continue, and how (the fields of
+    :class:`~seqlab.tasks.language_modeling.options.GenerateOptions`)."""
+
     prefix: str = Field("", description="text to continue")
-    tokens: NonNegativeInt = Field(100, description="tokens to generate")
-    temperature: NonNegativeFloat | None = Field(
-        None, description="0 = greedy; > 0 samples (default: the run's decode section)"
-    )
-    top_k: NonNegativeInt | None = Field(None, description="sample among the k most likely")
-    seed: int = Field(0, description="sampling seed (the same seed gives the same text)")
     stream: bool = Field(False, description="send tokens as server-sent events as they come")
 
 
@@ -40,16 +56,19 @@ class GenerateResponse(BaseModel):
 
 @dataclass
 class GenerateWork:
+    """One request, checked: its prefix and its options (validated when the body was parsed)."""
+
     prefix: str
-    tokens: int
-    temperature: float | None
-    top_k: int | None
-    seed: int
+    options: GenerateOptions
     emit: Callable[[dict[str, Any]], None] | None = None  # streaming: called per token
 
 
-class LanguageModelHandler(Handler):
-    """``POST /generate``: continue a prefix, all at once or streamed token by token."""
+class LanguageModelHandler(OptionsHandler):
+    """``POST /generate``: continue a prefix, all at once or streamed token by token. The
+    generic handler's reading of a request (the prefix, the options model as parsed); each job
+    is then its own loop over tokens, which a streaming client may stop."""
+
+    command = "generate"
 
     def details(self) -> dict[str, Any]:
         p = self.predictor
@@ -63,20 +82,19 @@ class LanguageModelHandler(Handler):
             }
         }
 
+    def inputs(self, request: GenerateRequest) -> tuple[str, int]:
+        prefix = request.prefix
+        check(len(prefix), self.limits, "max_chars", "the prefix's length in characters", 413)
+        check_line_breaks(prefix, "prefix")
+        return prefix, 1
+
+    def check(self, inputs: str, options: GenerateOptions) -> None:
+        check(options.tokens, self.limits, "max_tokens", "tokens")
+        self.predictor.ready(options)  # what they mean for this run, before queuing
+
     def prepare(self, request: GenerateRequest) -> tuple[GenerateWork, int]:
-        check(
-            len(request.prefix), self.limits, "max_chars", "the prefix's length in characters", 413
-        )
-        check_line_breaks(request.prefix, "prefix")
-        check(request.tokens, self.limits, "max_tokens", "tokens")
-        self.predictor.check(  # the task's own reading of the options, before queuing
-            "generate",
-            {"tokens": request.tokens, "temperature": request.temperature, "top_k": request.top_k},
-        )
-        work = GenerateWork(
-            request.prefix, request.tokens, request.temperature, request.top_k, request.seed
-        )
-        return work, 1
+        work, size = super().prepare(request)
+        return GenerateWork(work.inputs, work.options), size  # a stream sets its emit
 
     def run(self, jobs: Sequence[Job]) -> list[Any]:
         results: list[Any] = []
@@ -102,19 +120,13 @@ class LanguageModelHandler(Handler):
             model=self.name,
             text=p.detokenize(ids + new),
             tokens=[p.vocab.to_tokens(t) for t in new],
-            warnings=unknown_messages([("prefix", p.unknown_tokens(work.prefix))]),
+            warnings=p.input_warnings(work.prefix, "prefix"),
         )
 
     def _tokens(self, work: GenerateWork) -> Iterator[int]:
         """The tokens ``generate`` would append, one at a time
         (:meth:`seqlab.tasks.language_modeling.LanguageModel.stream`)."""
-        return self.predictor.stream(
-            work.prefix,
-            work.tokens,
-            temperature=work.temperature,
-            top_k=work.top_k,
-            seed=work.seed,
-        )
+        return self.predictor.stream(work.prefix, options=work.options)
 
     def _delta(self, ids: list[int]) -> str:
         """The text the last of ``ids`` adds, from the last few tokens only (detokenising is
@@ -135,4 +147,5 @@ SERVICE = Service(
     summary="Continue a text",
     stream=True,
     panel=Path(__file__).with_name("panel.js"),
+    options=options_model,
 )

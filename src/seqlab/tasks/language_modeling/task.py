@@ -23,8 +23,15 @@ from seqlab import catalog
 from seqlab.config import ExperimentConfig
 from seqlab.data.lm_batching import LMBatches
 from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus
-from seqlab.data.tokenizers import Tokenizer, load_tokenizer, save_tokenizer
-from seqlab.data.vocab import Vocab, quiet_unknown, unknown_tokens, warn_unknown
+from seqlab.data.tokenizers import (
+    Normalize,
+    Tokenizer,
+    load_tokenizer,
+    normalisation_messages,
+    save_tokenizer,
+    warn_normalised,
+)
+from seqlab.data.vocab import Vocab, quiet_unknown, unknown_messages, unknown_tokens, warn_unknown
 from seqlab.errors import DataError, SeqlabError
 from seqlab.models import build_model
 from seqlab.models.language_model import CausalLM, continuation
@@ -35,30 +42,11 @@ from seqlab.runtime.precision import autocast
 from seqlab.runtime.progress import progress
 from seqlab.storage.text import check_line_breaks, read_lines
 from seqlab.tasks.base import Experiment, Predictor, Run, load_weights
-from seqlab.tasks.options import Option
+from seqlab.tasks.language_modeling.options import GenerateOptions
+from seqlab.tasks.options import CommandOptions, Option, show_options
 from seqlab.tasks.report import Prediction, Report
 
 ARTEFACTS = ("vocab.json", "tokenizer.json")
-#: most tokens one generate call writes (a typo like 10**11 would otherwise run for days)
-MAX_GENERATE_TOKENS = 100_000
-#: the highest sampling temperature accepted (``decode.temperature``'s bound): softmax(z / 100) is
-#: already flat
-MAX_TEMPERATURE = 100.0
-
-
-def check_config(cfg: ExperimentConfig) -> None:
-    """Language modelling's rules across sections: characters or words as tokens (what
-    :func:`seqlab.data.lm_corpus.build_lm_corpus` cuts), and training windows of
-    ``data.num_steps`` tokens that fit the model's positions (``model.max_len``)."""
-    data = cfg.data
-    if data.tokenizer == "subword":
-        raise ValueError("language models take data.tokenizer char or word, not subword")
-    model_len = getattr(cfg.model, "max_len", None)
-    if model_len is not None and model_len < data.num_steps:
-        raise ValueError(
-            f"model.max_len={model_len} is smaller than data.num_steps={data.num_steps}: "
-            "training windows would not fit; raise model.max_len"
-        )
 
 
 def lm_loss(model: CausalLM, batch: tuple[Tensor, Tensor], state: object) -> LossOutput:
@@ -218,28 +206,9 @@ class LanguageModel(Predictor):
     options: ClassVar[tuple[Option, ...]] = (
         Option("--text", "perplexity of this text", ("evaluate",), role="file", metavar="FILE"),
         Option("--prefix", "text to warm up on", ("generate",), role="cli", default=""),
-        Option(
-            "--tokens",
-            f"tokens to generate, at most {MAX_GENERATE_TOKENS:,}",
-            ("generate",),
-            type="non_negative_int",
-            default=200,
-        ),
-        Option(
-            "--temperature",
-            f"0 = greedy; > 0 samples, at most {MAX_TEMPERATURE:g} (default: the run's decode "
-            "section)",
-            ("generate",),
-            type="non_negative_float",
-        ),
-        Option(
-            "--top-k",
-            "sample from the k most likely tokens (0 = all)",
-            ("generate",),
-            type="non_negative_int",
-        ),
-        Option("--seed", "sampling seed, 0 to 2**32 - 1", ("generate",), type="int", default=0),
     )
+    #: ``generate``'s options, one field each (--tokens, --temperature, --top-k, --seed)
+    command_options: ClassVar[dict[str, type[CommandOptions]]] = {"generate": GenerateOptions}
     usage: ClassVar[dict[str, str]] = {
         "evaluate": "a language model is scored on --split train or val, or on --text FILE"
     }
@@ -264,45 +233,30 @@ class LanguageModel(Predictor):
         return cls(load_weights(model, run), run.cfg, vocab, tokenizer, run)
 
     def predict(
-        self,
-        inputs: str = "",
-        *,
-        tokens: int = 100,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        seed: int = 0,
+        self, inputs: str = "", options: GenerateOptions | None = None, **keywords: Any
     ) -> Generation:
         """``seqlab generate``: the prefix ``inputs`` continued (see :meth:`generate`)."""
-        return Generation(
-            self.generate(inputs, tokens, temperature=temperature, top_k=top_k, seed=seed)
-        )
+        return Generation(self.generate(inputs, options=options, **keywords))
 
     def check(self, command: str, options: Mapping[str, Any]) -> None:
-        """``generate``: the sampling options (:meth:`sampling`), a number of tokens >= 0, and
-        a vocabulary with tokens to generate."""
-        if command != "generate":
-            return
-        self.sampling(options.get("temperature"), options.get("top_k"))
-        tokens = options.get("tokens")
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
-            raise SeqlabError(
-                f"number of tokens to generate must be a whole number, got {tokens!r}"
-            )
-        if tokens is not None and not 0 <= tokens <= MAX_GENERATE_TOKENS:
-            raise SeqlabError(
-                f"number of tokens to generate must be from 0 to {MAX_GENERATE_TOKENS:,}, "
-                f"got {tokens}"
-            )
-        seed = options.get("seed")
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= 2**32 - 1
-        ):
-            raise SeqlabError(f"seed must be a whole number from 0 to 2**32 - 1, got {seed!r}")
+        """``generate``: its options (a
+        :class:`~seqlab.tasks.language_modeling.options.GenerateOptions`, validated here: the
+        Python API's and the command line's one check) and what they mean for this run
+        (:meth:`ready`)."""
+        if command == "generate":
+            given = {k: options.get(k) for k in GenerateOptions.model_fields}
+            self.ready(self.options_of(command, None, given))
+
+    def ready(self, options: GenerateOptions) -> Sampling:
+        """How tokens are chosen for validated ``options`` (:meth:`sampling`), once the run is
+        known to have tokens to generate: what the server's ``prepare`` asks before queuing."""
+        sampling = self.sampling(options.temperature, options.top_k)
         if len(self.vocab) <= self.vocab.num_reserved:
             raise SeqlabError(
                 "the vocabulary holds only the reserved tokens (<unk>, <pad>, <bos>, <eos>): "
                 "there is nothing to generate"
             )
+        return sampling
 
     def evaluate(
         self, split: str | None = None, files: Mapping[str, str | Path] | None = None
@@ -312,6 +266,8 @@ class LanguageModel(Predictor):
         split, files = self._source(split, files, "val")
         if files:
             lines = read_lines(files["text"], "--text")
+            where = [f"{files['text']}:{n}" for n in range(1, len(lines) + 1)]
+            warn_normalised(zip(where, lines, strict=True), self.normalize, 2)
             warn_unknown(
                 ((f"{files['text']}:{n}", self.unknown_tokens(t)) for n, t in enumerate(lines, 1)),
                 2,
@@ -333,15 +289,19 @@ class LanguageModel(Predictor):
     def generate(
         self,
         prefix: str = "",
-        tokens: int = 100,
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        seed: int = 0,
+        tokens: int | None = None,
+        options: GenerateOptions | None = None,
+        **keywords: Any,
     ) -> str:
         """Continue ``prefix`` by ``tokens`` tokens; returns prefix + continuation.
 
+        The options are ``options`` (a validated
+        :class:`~seqlab.tasks.language_modeling.options.GenerateOptions`, taken as it is) or
+        its fields as keyword arguments, checked once:
+
         Args:
+            tokens: how many (default 100, at most
+                :data:`~seqlab.tasks.language_modeling.options.MAX_GENERATE_TOKENS`).
             temperature: None = the config's ``decode`` section; 0 = greedy (argmax); > 0 =
                 sample from softmax(logits / temperature).
             top_k: sample among the k most likely tokens (0 = all); given alone it samples at
@@ -351,17 +311,15 @@ class LanguageModel(Predictor):
         The reserved tokens (``<unk>``, ``<pad>``, ``<bos>``, ``<eos>``) are never generated:
         the text holds only the vocabulary's own tokens.
         """
-        new = self.stream(prefix, tokens, temperature=temperature, top_k=top_k, seed=seed)
+        new = self.stream(prefix, tokens, options, **keywords)
         return self.detokenize(self.prefix_ids(prefix) + list(new))
 
     def stream(
         self,
         prefix: str = "",
-        tokens: int = 100,
-        *,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        seed: int = 0,
+        tokens: int | None = None,
+        options: GenerateOptions | None = None,
+        **keywords: Any,
     ) -> Iterator[int]:
         """The ids :meth:`generate` appends to ``prefix``, each as soon as it is chosen (to
         stream them); the options (as :meth:`generate`'s) are checked before the first. The
@@ -372,13 +330,13 @@ class LanguageModel(Predictor):
                 f"the prefix is one text (a string), not {type(prefix).__name__}; generate from "
                 "several prefixes one at a time"
             )
-        options = {"tokens": tokens, "temperature": temperature, "top_k": top_k, "seed": seed}
-        self.check("generate", options)
-        sampling = self.sampling(temperature, top_k)
+        o: GenerateOptions = self.options_of("generate", options, _with_tokens(keywords, tokens))
+        sampling = self.ready(o)
         check_line_breaks(prefix, "the prefix")
         ids = self.prefix_ids(prefix)
+        warn_normalised([("the prefix", prefix)], self.normalize, 2)
         warn_unknown([("the prefix", self.unknown_tokens(prefix))], 2)
-        return self._continue(ids, tokens, sampling, torch.Generator().manual_seed(seed))
+        return self._continue(ids, o.tokens, sampling, torch.Generator().manual_seed(o.seed))
 
     def _continue(
         self, ids: list[int], tokens: int, sampling: Sampling, gen: torch.Generator
@@ -415,19 +373,11 @@ class LanguageModel(Predictor):
         return self.tokenizer.detokenize(self.vocab.to_tokens(list(ids)))
 
     def sampling(self, temperature: float | None = None, top_k: int | None = None) -> Sampling:
-        """How :meth:`generate` chooses tokens for these options, checked: None for both = the
-        run's ``decode`` section; ``temperature`` 0 = greedy, > 0 samples (at most
-        :data:`MAX_TEMPERATURE`); ``top_k`` alone samples at temperature 1."""
+        """How :meth:`generate` chooses tokens for these options (values of
+        :class:`~seqlab.tasks.language_modeling.options.GenerateOptions`, validated there): None
+        for both = the run's ``decode`` section; ``temperature`` 0 = greedy, > 0 samples;
+        ``top_k`` alone samples at temperature 1, and with temperature 0 is refused."""
         d = self.cfg.decode
-        if temperature is not None and not (0 <= temperature <= MAX_TEMPERATURE):
-            raise SeqlabError(
-                f"temperature must be a number from 0 (greedy) to {MAX_TEMPERATURE:g}, got "
-                f"{temperature}"
-            )
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)):
-            raise SeqlabError(f"top_k must be a whole number (0 = all tokens), got {top_k!r}")
-        if top_k is not None and top_k < 0:
-            raise SeqlabError(f"top_k must be >= 0 (0 = all tokens), got {top_k}")
         if temperature is None and not top_k:
             if d.strategy not in ("greedy", "sample"):
                 raise SeqlabError(
@@ -440,6 +390,20 @@ class LanguageModel(Predictor):
                 raise SeqlabError("top_k applies to sampling; temperature 0 means greedy")
             return Sampling("greedy", 1.0, 0)
         return Sampling("sample", temperature if temperature is not None else 1.0, top_k or 0)
+
+    @property
+    def normalize(self) -> Normalize:
+        """How the tokenizer cleans text before cutting it (``data.normalize``)."""
+        return getattr(self.tokenizer, "normalize", "none")  # type: ignore[no-any-return]
+
+    def input_warnings(self, text: str, where: str) -> list[str]:
+        """What the model's reading of ``text`` changes or cannot read, as the server answers
+        it (the command line and the Python API warn the same messages): what
+        ``data.normalize`` changed (:func:`seqlab.data.tokenizers.normalisation_messages`),
+        then the tokens outside the vocabulary (:func:`seqlab.data.vocab.unknown_messages`)."""
+        return normalisation_messages([(where, text)], self.normalize) + unknown_messages(
+            [(where, self.unknown_tokens(text))]
+        )
 
     def unknown_tokens(self, text: str) -> list[str]:
         """The tokens of ``text`` that the vocabulary lacks (the model reads each as ``<unk>``),
@@ -454,6 +418,7 @@ class LanguageModel(Predictor):
             raise SeqlabError(f"perplexity takes one text (a string), not {type(text).__name__}")
         check_line_breaks(text, "the text")
         pieces = self.tokenizer.tokenize(text)
+        warn_normalised([("the text", text)], self.normalize, 2)
         warn_unknown([("the text", unknown_tokens(self.vocab, pieces))], 2)
         ids = torch.tensor(self.vocab[pieces], dtype=torch.long)
         return self._score(ids)
@@ -464,6 +429,15 @@ class LanguageModel(Predictor):
             m = evaluate_lm(self.model, ids, d.batch_size, d.num_steps)
         return {"loss": m["val_loss"], "perplexity": m["val_ppl"], "tokens": len(ids) - 1}
 
+
+def _with_tokens(keywords: dict[str, Any], tokens: int | None) -> dict[str, Any]:
+    """The keyword arguments with ``tokens`` (the second positional argument of
+    :meth:`LanguageModel.generate`) among them when given."""
+    return keywords if tokens is None else {**keywords, "tokens": tokens}
+
+
+for _method in (LanguageModel.predict, LanguageModel.generate, LanguageModel.stream):
+    show_options(_method, GenerateOptions)  # their keyword arguments are the model's fields
 
 #: a language model chooses checkpoints by validation loss (cross-entropy), lower is better
 SELECT = Selection("val_loss", "min")

@@ -8,17 +8,15 @@ signature (:mod:`seqlab.tasks.paper_bleu`); it is not comparable with cased deto
 ``bleu_lc`` (sacreBLEU of the same detokenised text, lowercased) stays in the JSON for older
 readers; it is neither the headline nor the papers' scale.
 
-**Decoding options** (:func:`decode_options`): the run's ``decode`` section, changed by ``beam``,
-``nbest`` and ``length_penalty``. ``beam=1`` is greedy search, ``beam=K > 1`` beam search of width
-K; ``nbest`` hypotheses per sentence need a beam at least that wide (greedy has one); the length
-penalty α ranks beam hypotheses by ``log_prob / length^α`` (Wu et al. 2016 use a smoothed
-variant; fairseq's ``--lenpen`` is this one), so it needs a beam. Anything else is refused, never
-silently adjusted.
+**Decoding options** (:class:`TranslateOptions`, :class:`DecodeOptions`): the run's ``decode``
+section, changed by ``beam``, ``nbest`` and ``length_penalty``, declared once for the command
+line, the Python API and the server (:mod:`~seqlab.tasks.translation.options` says how they
+combine).
 
 A run directory holds ``src_vocab.json``, ``tgt_vocab.json``, ``src_tokenizer.json`` and
 ``tgt_tokenizer.json`` (with ``*.spm.model`` for subwords) besides the config and checkpoints;
-:meth:`Translator.load` needs nothing else. **Engines**: seqlab's own search (``seqlab``, also
-spelt ``pytorch``) or the model exported to CTranslate2, under the rules of :func:`check_engine`
+:meth:`Translator.load` needs nothing else. **Engines**: seqlab's own search (``seqlab``; ``pytorch``
+is its deprecated name) or the model exported to CTranslate2, under the rules of :func:`check_engine`
 (:mod:`~seqlab.tasks.translation.engines` holds their names).
 
 **Layout**: :mod:`~seqlab.tasks.translation.translator` (the predictor, :class:`Translator`),
@@ -39,6 +37,7 @@ panel); the task is declared once, below (:data:`TASK`). Every name is importabl
 """
 
 from seqlab import catalog
+from seqlab.config.experiment import TASK_RULES
 from seqlab.tasks.translation.artefacts import (
     ARTEFACTS,
     Pairs,
@@ -51,6 +50,7 @@ from seqlab.tasks.translation.artefacts import (
 from seqlab.tasks.translation.attention import TranslationAttention
 from seqlab.tasks.translation.decoding import (
     MAX_LENGTH_PENALTY,
+    Sentence,
     Translations,
     as_sentences,
     decode_options,
@@ -65,17 +65,18 @@ from seqlab.tasks.translation.engines import (
     Engine,
     SeqlabSearch,
     check_engine,
+    ctranslate2_refusal,
     engine_decodes,
     engine_name,
 )
 from seqlab.tasks.translation.ensemble import Member
 from seqlab.tasks.translation.figures import MAX_PLOT_TOKENS
+from seqlab.tasks.translation.options import DecodeOptions, TranslateOptions
 from seqlab.tasks.translation.scoring import TranslationReport, paper_lang, score_translations
 from seqlab.tasks.translation.service import SERVICE
 from seqlab.tasks.translation.task import (
     SELECT,
     build_experiment,
-    check_config,
     translation_loss,
     validation,
 )
@@ -88,7 +89,7 @@ TASK = catalog.register_task(
         (Translator,),
         SELECT,
         frozenset(ARTEFACTS),
-        rules=check_config,
+        rules=TASK_RULES["translation"],  # config checks, with the config (seqlab.config)
         service=SERVICE,
         summary="a sentence in one language to a sentence in another",
     )
@@ -107,10 +108,13 @@ __all__ = [
     "SERVER_ENGINES",
     "SERVICE",
     "TASK",
+    "DecodeOptions",
     "Engine",
     "Member",
     "Pairs",
+    "Sentence",
     "SeqlabSearch",
+    "TranslateOptions",
     "TranslationAttention",
     "TranslationReport",
     "Translations",
@@ -119,8 +123,8 @@ __all__ = [
     "_splits",
     "as_sentences",
     "build_experiment",
-    "check_config",
     "check_engine",
+    "ctranslate2_refusal",
     "decode_options",
     "engine_decodes",
     "engine_name",

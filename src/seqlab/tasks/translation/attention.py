@@ -10,10 +10,9 @@ from typing import Any
 
 import torch
 
-from seqlab.data.vocab import warn_unknown
 from seqlab.models.search import token_log_probs
 from seqlab.runtime.precision import autocast
-from seqlab.storage.text import check_line_breaks
+from seqlab.tasks.translation.decoding import Sentence
 from seqlab.tokens import BOS, EOS
 
 
@@ -44,27 +43,18 @@ class TranslationAttention:
 
 
 def read_attention(
-    translator: Any, sentence: str, tokens: Sequence[int] | None = None
+    model: Any, vocabs: Any, precision: str | None, sentence: Sentence, tokens: Sequence[int]
 ) -> TranslationAttention:
-    """``tokens`` (target ids without ``<bos>`` and ``<eos>``; default: the best translation
-    of ``sentence``) read back by ``translator``'s model
-    (:meth:`~seqlab.models.encoder_decoder.EncoderDecoder.attention_maps`) in its precision.
-
-    ``translator``: a :class:`~seqlab.tasks.translation.Translator`
-    (:meth:`~seqlab.tasks.translation.Translator.attention` calls this, under ``no_grad``)."""
-    if tokens is None:
-        tokens = translator.hypotheses(sentence)[0].tokens
-    else:
-        check_line_breaks(sentence, "the sentence")
-        # the frame the method warned at: one more, this function
-        warn_unknown([("the sentence", translator.unknown_tokens(sentence))], 5)
-    model, vocabs = translator.model, translator.vocabs
+    """``tokens`` (target ids without ``<bos>`` and ``<eos>``) of ``sentence`` read back by
+    ``model`` (:meth:`~seqlab.models.encoder_decoder.EncoderDecoder.attention_maps`) in
+    ``precision``, with the run's ``vocabs`` (the caller runs it under ``no_grad``:
+    :meth:`~seqlab.tasks.translation.Translator.attention`)."""
     device = next(model.parameters()).device
-    src_ids, out_ids = translator.source_ids(sentence), [*tokens, EOS]
+    src_ids, out_ids = list(sentence.ids), [*tokens, EOS]
     src = torch.tensor([src_ids], device=device)  # (1, S)
     src_len = torch.tensor([len(src_ids)], device=device)  # (1,)
     tgt_in = torch.tensor([[BOS, *tokens]], device=device)  # (1, T)
-    with autocast(translator.precision, device):
+    with autocast(precision, device):
         maps = model.attention_maps(src, src_len, tgt_in)
     log_probs = token_log_probs(maps.logits[0], torch.tensor(out_ids, device=device))  # (T,)
     tgt_vocab = vocabs.tgt_vocab

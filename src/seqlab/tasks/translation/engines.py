@@ -1,20 +1,21 @@
 """The engines that decode a translation model, behind one protocol (:class:`Engine`).
 
-**Names** — the one vocabulary, here and nowhere else (the CLI's ``--engine``, ``seqlab serve
---engine`` and the Python API all read it):
+**Names** — one name per engine, here and nowhere else (the CLI's ``--engine``, ``seqlab serve
+--engine``, ``/models``, the responses and the Python API all use it):
 
 ========================  =====================================================================
-``seqlab``                seqlab's own search (:class:`SeqlabSearch`): every architecture,
-                          attention weights; ``pytorch`` is its older spelling, still accepted
-                          (``seqlab translate/evaluate --engine``'s default)
+``seqlab``                seqlab's own search (:class:`SeqlabSearch`): every architecture and
+                          position scheme, attention weights; ``pytorch`` is its deprecated
+                          name, still read, with a warning (:data:`~seqlab.deprecation.RENAMED_VALUES`)
 ``ctranslate2``           the Transformer exported to CTranslate2
-                          (:mod:`seqlab.tasks.translation.ctranslate2_engine`)
+                          (:mod:`seqlab.tasks.translation.ctranslate2_engine`), when the export
+                          can hold its scheme (:func:`~seqlab.export.ctranslate2.scheme_problem`)
 ``auto``                  ``seqlab serve`` only: CTranslate2 for the models it decodes when it is
                           installed, seqlab's own search otherwise
 ========================  =====================================================================
 
-:func:`engine_name` maps every accepted spelling (:data:`ENGINE_SPELLINGS`) to its engine;
-:func:`check_engine` holds the rules an engine setting must follow.
+:func:`engine_name` reads a name (the deprecated one too); :func:`check_engine` holds the rules an
+engine setting must follow; :func:`ctranslate2_refusal` says why CTranslate2 cannot decode a model.
 """
 
 from __future__ import annotations
@@ -28,63 +29,86 @@ import torch
 
 from seqlab.config import DecodeConfig
 from seqlab.data.translation_batching import pad_sequences
+from seqlab.deprecation import renamed_value
 from seqlab.errors import SeqlabError
-from seqlab.export.ctranslate2 import check_compute_type, require_ctranslate2
+from seqlab.export.ctranslate2 import check_compute_type, require_ctranslate2, scheme_problem
 from seqlab.models.search import Hypothesis, beam_search, greedy_search
 from seqlab.runtime.precision import autocast
 from seqlab.runtime.progress import progress
 
-#: seqlab's own search and CTranslate2, by the names seqlab reports (``/models``, responses)
+#: seqlab's own search and CTranslate2, by their one name
 SEQLAB, CTRANSLATE2 = "seqlab", "ctranslate2"
 #: ``seqlab serve --engine auto``: CTranslate2 where it decodes the model and is installed
 AUTO = "auto"
-#: every spelling ``--engine`` accepts (``seqlab translate``/``evaluate``), and what it names:
-#: ``pytorch`` is the older name of seqlab's own search, kept working
-ENGINE_SPELLINGS = {"pytorch": SEQLAB, SEQLAB: SEQLAB, CTRANSLATE2: CTRANSLATE2}
 #: the engines that decode a translation model (the choices of ``seqlab translate --engine``)
-ENGINES = tuple(ENGINE_SPELLINGS)
+ENGINES = (SEQLAB, CTRANSLATE2)
+#: every name an engine setting accepts, and the engine it names: ``pytorch`` is deprecated
+ENGINE_SPELLINGS = {SEQLAB: SEQLAB, CTRANSLATE2: CTRANSLATE2, "pytorch": SEQLAB}
 #: ``seqlab serve --engine``'s choices
 SERVER_ENGINES = (AUTO, SEQLAB, CTRANSLATE2)
 
 
 def engine_name(spelling: str) -> str:
-    """The engine ``spelling`` names (:data:`ENGINE_SPELLINGS`): ``seqlab`` or ``ctranslate2``."""
-    if spelling not in ENGINE_SPELLINGS:
-        raise SeqlabError(
-            f"--engine must be {', '.join(ENGINES[:-1])} or {ENGINES[-1]}, not {spelling!r}"
-        )
-    return ENGINE_SPELLINGS[spelling]
+    """The engine ``spelling`` names: ``seqlab`` or ``ctranslate2``; ``pytorch`` is read as
+    ``seqlab`` with a deprecation warning (:func:`~seqlab.deprecation.renamed_value`)."""
+    name = renamed_value("engine", spelling)
+    if name not in ENGINES:
+        raise SeqlabError(f"--engine must be {' or '.join(ENGINES)}, not {spelling!r}")
+    return str(name)
 
 
-def engine_decodes(engine: str, arch: str) -> bool:
-    """Whether ``engine`` decodes translation models of ``model.arch`` ``arch``: seqlab's own
-    search (``seqlab``, ``pytorch``) every one, CTranslate2 the Transformer (the one seqlab
-    exports to it)."""
+def engine_argument(text: str) -> str:
+    """``--engine``'s argument type: the engine's name, ``pytorch`` read as ``seqlab`` with its
+    deprecation warning (any other value is left to the parser's choices)."""
+    return str(renamed_value("engine", text))
+
+
+def ctranslate2_refusal(model: Any) -> str | None:
+    """Why CTranslate2 cannot decode a translation model of config ``model`` (a run's
+    ``cfg.model``), or None when it can: a Transformer whose attention and position scheme the
+    export can write (:func:`~seqlab.export.ctranslate2.scheme_problem`)."""
+    if model.arch != "transformer":
+        return f"CTranslate2 runs Transformer translation models, not model.arch={model.arch}"
+    problem = scheme_problem(model)
+    return None if problem is None else f"CTranslate2 cannot hold {problem}"
+
+
+def engine_decodes(engine: str, model: Any) -> bool:
+    """Whether ``engine`` decodes translation models of config ``model`` (a run's ``cfg.model``;
+    a ``model.arch`` string is judged by its architecture alone): seqlab's own search every one,
+    CTranslate2 the Transformers it can hold (:func:`ctranslate2_refusal`)."""
     name = ENGINE_SPELLINGS.get(engine)
-    return name == SEQLAB or (name == CTRANSLATE2 and arch == "transformer")
+    if name != CTRANSLATE2:
+        return name == SEQLAB
+    if isinstance(model, str):
+        return model == "transformer"
+    return ctranslate2_refusal(model) is None
 
 
-def check_engine(engine: str, quantize: str | None, arch: str, need_weights: bool = False) -> None:
+def check_engine(engine: str, quantize: str | None, model: Any, need_weights: bool = False) -> None:
     """Refuse an engine setting before any work: the one place these rules are written (the
-    command line, :meth:`~seqlab.tasks.translation.Translator.hypotheses` and every other caller
-    go through it).
+    command line, the Python API and the server go through it). ``model``: the run's
+    ``cfg.model``.
 
-    ``ctranslate2`` runs Transformer models exported to CTranslate2, in a compute type this CPU
+    ``ctranslate2`` runs the Transformer models whose scheme the export can hold
+    (:func:`ctranslate2_refusal`; the error names ``--engine seqlab``), in a compute type this CPU
     supports (``quantize``), and returns no attention weights.
     """
     name = engine_name(engine)
     if quantize and name != CTRANSLATE2:
         raise SeqlabError("--quantize applies to --engine ctranslate2")
     if name == CTRANSLATE2:
+        refusal = ctranslate2_refusal(model)
+        if refusal is not None:
+            raise SeqlabError(
+                f"--engine ctranslate2: {refusal}; use --engine seqlab (seqlab serve: --engine "
+                "auto or seqlab), which decodes every model"
+            )
         require_ctranslate2()
         check_compute_type(quantize)
-        if not engine_decodes(name, arch):
-            raise SeqlabError(
-                f"--engine ctranslate2 runs Transformer translation models, not model.arch={arch}"
-            )
         if need_weights:
             raise SeqlabError(
-                "--attention-png needs --engine pytorch (CTranslate2 returns no attention)"
+                "--attention-png needs --engine seqlab (CTranslate2 returns no attention)"
             )
 
 

@@ -7,20 +7,22 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.models.search import Hypothesis
+from seqlab.tasks.translation.decoding import Sentence
 
 #: longest source/output drawn in an attention heatmap (tokens); longer ones are cut, with a note
 MAX_PLOT_TOKENS = 80
 
 
-def alignment_name(translator: Any) -> str:
-    """Which attention :meth:`draw_alignment` draws: one decoder layer's cross-attention,
+def alignment_name(model: Any, cfg: Any, models: int = 1) -> str:
+    """Which attention :func:`draw_alignment` draws: one decoder layer's cross-attention,
     averaged over its heads, for a Transformer (``attention_layer``); the decoder's one
     attention over the source for an RNN (``model.attention``, its score); the mean over the
-    models of an ensemble."""
-    m = translator.cfg.model
-    layer = getattr(translator.model, "attention_layer", None)
-    if translator.members:
-        return f"attention over the source, mean over the {len(translator.members) + 1} models"
+    models of an ensemble (``models`` > 1). ``model``: the network; ``cfg``: its config
+    (``cfg.model``)."""
+    m = cfg
+    layer = getattr(model, "attention_layer", None)
+    if models > 1:
+        return f"attention over the source, mean over the {models} models"
     if layer is not None:
         n = m.decoder_layers  # type: ignore[attr-defined]
         return (  # counted from 0, as attention_layer and classify's --layer count
@@ -32,18 +34,19 @@ def alignment_name(translator: Any) -> str:
 
 
 def draw_alignment(
-    translator: Any, directory: Path, number: int, line: str, hyp: Hypothesis
+    directory: Path, number: int, sentence: Sentence, hyp: Hypothesis, vocabs: Any, what: str
 ) -> Path:
-    """The source × output heatmap of ``line``'s hypothesis ``hyp`` (decoded with
+    """The source × output heatmap of ``sentence``'s hypothesis ``hyp`` (decoded with
     ``need_weights``) as ``directory/attention-NNNN.png`` after ``number``
-    (:func:`~seqlab.plotting.attention_png_name`), titled with the line and
-    :attr:`alignment_name`."""
+    (:func:`~seqlab.plotting.attention_png_name`), titled with the sentence and ``what`` is
+    drawn (:func:`alignment_name`); ``vocabs``: the run's vocabularies."""
     from seqlab.plotting import attention_png_name, plot_attention  # deferred: matplotlib
 
-    x_tokens = translator.vocabs.src_vocab.to_tokens(translator.source_ids(line))
-    y_tokens = translator.vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]
+    x_tokens = vocabs.src_vocab.to_tokens(list(sentence.ids))
+    y_tokens = vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]
     assert hyp.attention is not None
     weights = hyp.attention[: len(y_tokens), : len(x_tokens)]
+    line = sentence.text
     title = line if len(line) <= 100 else line[:97] + "..."
     if len(x_tokens) > MAX_PLOT_TOKENS or len(y_tokens) > MAX_PLOT_TOKENS:
         title += f" (first {MAX_PLOT_TOKENS} tokens shown)"
@@ -54,7 +57,7 @@ def draw_alignment(
         directory / attention_png_name(number),
         x_tokens=x_tokens,
         y_tokens=y_tokens,
-        title=f"{title}\n{alignment_name(translator)}",
+        title=f"{title}\n{what}",
         xlabel="source",
         ylabel="output",
     )

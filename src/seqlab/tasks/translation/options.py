@@ -1,20 +1,97 @@
-"""The options of ``seqlab translate`` and ``seqlab evaluate`` for a translation run
-(:attr:`~seqlab.tasks.translation.Translator.options`,
-:attr:`~seqlab.tasks.translation.Translator.usage`) and their checks (:func:`check_options`,
-behind :meth:`~seqlab.tasks.translation.Translator.check`)."""
+"""The options of ``seqlab translate`` and ``seqlab evaluate`` for a translation run, declared
+once: the decoding options are two frozen models (:class:`DecodeOptions` for ``evaluate``,
+:class:`TranslateOptions` for ``translate``), from which the command line's flags, the keyword
+arguments of :class:`~seqlab.tasks.translation.Translator`'s methods, ``POST /translate``'s
+request body and the reference pages derive (:class:`~seqlab.tasks.options.CommandOptions`); the
+options of the command line alone (files, figures, the engine) are :data:`OPTIONS`.
+
+**Decoding options** (:meth:`DecodeOptions.decode`): the run's ``decode`` section, changed by
+``beam``, ``nbest`` and ``length_penalty``. ``beam=1`` is greedy search, ``beam=K > 1`` beam search
+of width K; ``nbest`` hypotheses per sentence need a beam at least that wide (greedy has one); the
+length penalty α ranks beam hypotheses by ``log_prob / length^α`` (Wu et al. 2016 use a smoothed
+variant; fairseq's ``--lenpen`` is this one), so it needs a beam. Anything else is refused, never
+silently adjusted.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import ClassVar
 
+from pydantic import Field, PositiveInt
+
+from seqlab.config import DecodeConfig
 from seqlab.errors import SeqlabError
 from seqlab.storage.outputs import FILE_RULE, RULE
-from seqlab.tasks.options import Option
-from seqlab.tasks.translation.decoding import decode_options
-from seqlab.tasks.translation.engines import ENGINES, check_engine
+from seqlab.tasks.options import CommandOptions, Option
+from seqlab.tasks.translation.engines import ENGINES, SEQLAB, engine_argument
 
-#: ``seqlab translate`` / ``evaluate``'s options for a translation run
+#: the largest length penalty accepted (``decode.length_penalty``'s bound)
+MAX_LENGTH_PENALTY = 10.0
+
+
+class DecodeOptions(CommandOptions):
+    """How to decode (``seqlab evaluate``, :meth:`~seqlab.tasks.translation.Translator.translate`,
+    ``score``, ``evaluate``): None keeps the run's ``decode`` section."""
+
+    metavars: ClassVar[dict[str, str]] = {"length_penalty": "ALPHA"}
+
+    beam: PositiveInt | None = Field(
+        None,
+        title="beam size",
+        description="beam size; 1 = greedy (default: the run's decode section)",
+    )
+    length_penalty: float | None = Field(
+        None,
+        ge=0.0,
+        le=MAX_LENGTH_PENALTY,
+        allow_inf_nan=False,
+        title="length penalty",
+        description="beam search ranks by log_prob / length^ALPHA: 0 = raw log-probability, 1 = "
+        "per-token average (needs a beam; default: the run's decode section)",
+    )
+
+    def decode(self, run: DecodeConfig) -> DecodeConfig:
+        """The run's decoding (``run``) changed by these options, or a
+        :class:`~seqlab.errors.SeqlabError` saying which option needs which other (see the module
+        docstring): what the options mean for this run, worked out once per request."""
+        d = run.model_copy()
+        if self.beam is not None:
+            d.strategy = "greedy" if self.beam == 1 else "beam"
+            d.beam_size = self.beam if self.beam > 1 else d.beam_size
+        width = d.beam_size if d.strategy == "beam" else 1
+        if self.length_penalty is not None:
+            if width == 1:
+                raise SeqlabError(
+                    "a length penalty ranks the hypotheses of a beam search, but decoding is "
+                    "greedy search; ask for a beam too (e.g. --beam 5 --length-penalty "
+                    f"{self.length_penalty:g})"
+                )
+            d.length_penalty = float(self.length_penalty)
+        nbest: int | None = getattr(self, "nbest", None)
+        want = nbest if nbest is not None else min(d.nbest, width)
+        if want > width:
+            now = f"beam {width}" if width > 1 else "greedy search"
+            raise SeqlabError(
+                f"nbest {want} needs a beam of at least {want}, but decoding is {now}; "
+                f"ask for a beam too (e.g. --beam {max(want, 5)} --nbest {want})"
+            )
+        d.nbest = want
+        return d
+
+
+class TranslateOptions(DecodeOptions):
+    """``seqlab translate``'s decoding, ``POST /translate``'s, and that of
+    :meth:`~seqlab.tasks.translation.Translator.predict` and ``hypotheses``: a
+    :class:`DecodeOptions` with ``nbest``."""
+
+    nbest: PositiveInt | None = Field(
+        None,
+        description="hypotheses per sentence, best first (needs a beam at least this wide); "
+        "seqlab translate prints index, rank, score, text",
+    )
+
+
+#: ``seqlab translate`` / ``evaluate``'s options for a translation run besides the decoding ones
 OPTIONS: tuple[Option, ...] = (
     Option(
         "--input",
@@ -31,26 +108,6 @@ OPTIONS: tuple[Option, ...] = (
         metavar="FILE",
     ),
     Option("--ref", "their references, line by line", ("evaluate",), role="file", metavar="FILE"),
-    Option(
-        "--beam",
-        "beam size; 1 = greedy (default: the run's decode section)",
-        ("translate", "evaluate"),
-        type="positive_int",
-    ),
-    Option(
-        "--nbest",
-        "print the K best hypotheses (needs a beam >= K): index, rank, score, text",
-        ("translate",),
-        type="positive_int",
-    ),
-    Option(
-        "--length-penalty",
-        "beam search ranks by log_prob / length^ALPHA: 0 = raw log-probability, 1 = "
-        "per-token average (default: the run's decode section)",
-        ("translate", "evaluate"),
-        type="non_negative_float",
-        metavar="ALPHA",
-    ),
     Option(
         "--output",
         f"also write the hypotheses into FILE (atomically): {FILE_RULE}",
@@ -77,11 +134,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "--engine",
-        "decode with seqlab's own search (pytorch, or seqlab) or the model exported to "
-        "CTranslate2 (see seqlab.tasks.translation.engines)",
+        "decode with seqlab's own search or the model exported to CTranslate2 (see "
+        "seqlab.tasks.translation.engines); pytorch: the deprecated name of seqlab",
         ("translate", "evaluate"),
         choices=ENGINES,
-        default="pytorch",
+        default=SEQLAB,
+        convert=engine_argument,
     ),
     Option(
         "--quantize",
@@ -95,30 +153,3 @@ OPTIONS: tuple[Option, ...] = (
 USAGE: dict[str, str] = {
     "evaluate": "a translation model is scored on --split, or on --src FILE with --ref FILE"
 }
-
-
-def check_options(translator: Any, options: Mapping[str, Any]) -> None:
-    """The decoding options (:func:`~seqlab.tasks.translation.decoding.decode_options`), the
-    engine (:func:`~seqlab.tasks.translation.engines.check_engine`, and an ensemble's) and
-    attention heatmaps, which need a model that attends to the source; ``translator``: a
-    :class:`~seqlab.tasks.translation.Translator`
-    (:meth:`~seqlab.tasks.translation.Translator.check` calls this)."""
-    decode_options(
-        translator.cfg.decode,
-        options.get("beam"),
-        options.get("nbest"),
-        options.get("length_penalty"),
-    )
-    heatmaps = bool(options.get("attention_png"))
-    translator.check_ensemble_engine(options.get("engine") or "pytorch")
-    check_engine(
-        options.get("engine") or "pytorch",
-        options.get("quantize"),
-        translator.cfg.model.arch,
-        need_weights=heatmaps,
-    )
-    if heatmaps and not translator.has_attention:
-        raise SeqlabError(
-            f"--attention-png: model.arch={translator.cfg.model.arch} has no attention over the "
-            "source to draw (it encodes the source into one vector)"
-        )

@@ -1,6 +1,6 @@
 """Scoring translations: sacreBLEU BLEU and chrF with their signatures, the paper-style BLEU
-(:func:`score_translations`), sentences translated and scored (:func:`score`, behind
-:meth:`~seqlab.tasks.translation.Translator.score`), and ``seqlab evaluate`` (:func:`evaluate`,
+(:func:`score_translations`), the pairs :meth:`~seqlab.tasks.translation.Translator.score`
+takes (:func:`check_pairs`), and ``seqlab evaluate`` (:func:`evaluate`,
 behind :meth:`~seqlab.tasks.translation.Translator.evaluate`)."""
 
 from __future__ import annotations
@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from seqlab import catalog
-from seqlab.config import ExperimentConfig
+from seqlab.atomic import atomic_write_text
+from seqlab.config import DecodeConfig, ExperimentConfig
 from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.errors import SeqlabError
-from seqlab.storage.atomic import atomic_write_text, check_replaceable
-from seqlab.storage.outputs import check_not_input, check_not_run_file
+from seqlab.storage.outputs import api_output_file
 from seqlab.storage.text import own_data, read_lines
 from seqlab.tasks.paper_bleu import paper_bleu
 from seqlab.tasks.report import Report
 from seqlab.tasks.translation import artefacts
-from seqlab.tasks.translation.decoding import as_sentences, decode_options
+from seqlab.tasks.translation.decoding import as_sentences
+from seqlab.tasks.translation.engines import SEQLAB
+from seqlab.tasks.translation.options import DecodeOptions
 
 
 def paper_lang(cfg: ExperimentConfig) -> str | None:
@@ -62,19 +64,9 @@ def score_translations(
     return scores
 
 
-def score(
-    translator: Any,
-    sources: Sequence[str],
-    references: Sequence[str],
-    beam: int | None = None,
-    length_penalty: float | None = None,
-    engine: str = "pytorch",
-    quantize: str | None = None,
-) -> dict[str, Any]:
-    """``sources`` translated by ``translator`` and scored against ``references``
-    (:func:`score_translations`), the outputs under ``translations``; both lists of sentences,
-    at least one, that pair up. ``translator``: a :class:`~seqlab.tasks.translation.Translator`
-    (:meth:`~seqlab.tasks.translation.Translator.score` calls this)."""
+def check_pairs(sources: Sequence[str], references: Sequence[str]) -> None:
+    """Sources and references that pair up: lists of sentences, at least one, as many of each
+    (:meth:`~seqlab.tasks.translation.Translator.score`)."""
     if isinstance(sources, str) or isinstance(references, str):
         raise SeqlabError("score takes lists of sentences (sources and references), not a string")
     sources, _ = as_sentences(sources)
@@ -86,11 +78,6 @@ def score(
             f"{len(sources)} source sentences but {len(references)} references; they must "
             "pair up line by line"
         )
-    outputs = translator.translate(
-        sources, beam=beam, length_penalty=length_penalty, engine=engine, quantize=quantize
-    )
-    scores = score_translations(outputs, references, paper_lang(translator.cfg))
-    return {**scores, "translations": outputs}
 
 
 @dataclass
@@ -126,28 +113,25 @@ class TranslationReport(Report):
 
 def evaluate(
     translator: Any,
-    split: str | None = None,
-    files: Mapping[str, str | Path] | None = None,
-    beam: int | None = None,
-    length_penalty: float | None = None,
-    engine: str = "pytorch",
-    quantize: str | None = None,
+    split: str | None,
+    files: Mapping[str, str],
+    options: Any,
+    decode: DecodeConfig,
+    engine: Mapping[str, Any],
     output: str | Path | None = None,
+    force: bool = False,
 ) -> TranslationReport:
-    """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``;
-    reads the data) or on ``files={"src": FILE, "ref": FILE}``; ``output``: also write the
-    translations there (atomically). Unknown tokens of ``src`` are reported by ``FILE:LINE``
-    (those of the run's own data are not: its vocabulary was built leaving them out).
-
-    ``translator``: a :class:`~seqlab.tasks.translation.Translator`
-    (:meth:`~seqlab.tasks.translation.Translator.evaluate` calls this)."""
-    split, files = translator._source(split, files, "val")
-    options = {"beam": beam, "length_penalty": length_penalty}
-    translator.check("evaluate", {**options, "engine": engine, "quantize": quantize})
-    if output:  # before any work: never a run's own file, nor one being read
-        check_replaceable(output, "output")
-        check_not_run_file(output, "output")
-        check_not_input(output, {f"--{k}": v for k, v in files.items()}, "output")
+    """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (reads the data) or
+    on ``files={"src": FILE, "ref": FILE}``, translated by ``translator`` (a
+    :class:`~seqlab.tasks.translation.Translator`) with the decoding ``options`` (checked, and
+    worked out as ``decode``) on ``engine`` (``{"engine": ..., "quantize": ...}``); ``output``:
+    also write the translations there (atomically), by the rule of ``--output``
+    (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not write is refused before any
+    work unless ``force``). Unknown tokens of ``src`` are reported by
+    ``FILE:LINE`` (those of the run's own data are not: its vocabulary was built leaving them
+    out). :meth:`~seqlab.tasks.translation.Translator.evaluate` calls this."""
+    read = {f"--{k}": v for k, v in files.items()}
+    written = api_output_file(output, "output", force, read)  # checked now, before any work
     if files:
         if set(files) != {"src", "ref"}:
             raise SeqlabError(
@@ -187,14 +171,93 @@ def evaluate(
         source = {"split": split}
     # --src: unknown tokens reported above, by line; a split: the run's own data
     with quiet_unknown(), own_data() if not files else contextlib.nullcontext():
-        scores = translator.score(sources, references, **options, engine=engine, quantize=quantize)
+        scores = translator.score(sources, references, options, **engine)
     outputs = scores.pop("translations")
-    decode = decode_options(translator.cfg.decode, beam, None, length_penalty)
     scores["beam_size"] = decode.beam_size if decode.strategy == "beam" else 1
     if decode.strategy == "beam":
         scores["length_penalty"] = decode.length_penalty
     report = TranslationReport(translator.checkpoint, source, scores, outputs=outputs)
     report.check_finite()
     if output:
-        atomic_write_text(output, "".join(o + "\n" for o in outputs))
+        with written:
+            atomic_write_text(output, "".join(o + "\n" for o in outputs))
     return report
+
+
+class Scoring:
+    """A :class:`~seqlab.tasks.translation.Translator`'s best translations and their scores:
+    the methods of the predictor that score (``self`` is the translator)."""
+
+    def translate(
+        self: Any,
+        sentences: Sequence[str] | str,
+        options: DecodeOptions | None = None,
+        *,
+        batch_size: int = 128,
+        engine: str = SEQLAB,
+        quantize: str | None = None,
+        **keywords: Any,
+    ) -> Any:
+        """The best translation of each sentence (``options``, or ``beam=``,
+        ``length_penalty=``: :class:`~seqlab.tasks.translation.options.DecodeOptions`; None =
+        the run's ``decode``): a list for a list of sentences, a string for one sentence."""
+        texts, single = as_sentences(sentences)
+        chosen = self.options_of("evaluate", options, keywords)
+        found = self.hypotheses(
+            texts,
+            self.command_options["translate"].of({**chosen.given(), "nbest": 1}),
+            batch_size=batch_size,
+            engine=engine,
+            quantize=quantize,
+        )
+        outputs = [self.detokenize(h[0].tokens) for h in found]
+        return outputs[0] if single else outputs
+
+    def score(
+        self: Any,
+        sources: Sequence[str],
+        references: Sequence[str],
+        options: DecodeOptions | None = None,
+        *,
+        engine: str = SEQLAB,
+        quantize: str | None = None,
+        **keywords: Any,
+    ) -> dict[str, Any]:
+        """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
+        outputs (key ``translations``). Both are lists of sentences, at least one."""
+        check_pairs(sources, references)
+        chosen = self.options_of("evaluate", options, keywords)
+        outputs = self.translate(sources, chosen, engine=engine, quantize=quantize)
+        scores = score_translations(outputs, references, paper_lang(self.cfg))
+        return {**scores, "translations": outputs}
+
+    def evaluate(
+        self: Any,
+        split: str | None = None,
+        files: Mapping[str, str | Path] | None = None,
+        options: DecodeOptions | None = None,
+        *,
+        engine: str = SEQLAB,
+        quantize: str | None = None,
+        output: str | Path | None = None,
+        force: bool = False,
+        **keywords: Any,
+    ) -> TranslationReport:
+        """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``)
+        or on ``files={"src": FILE, "ref": FILE}`` (``options``, or ``beam=``,
+        ``length_penalty=``); ``output``: also write the translations there (atomically; a file
+        seqlab did not write only with ``force``): :func:`evaluate`."""
+        chosen = self.options_of("evaluate", options, keywords)
+        decode = self.decoding(chosen)
+        self.check_use(engine, quantize)
+        split, files = self._source(split, files, "val")
+        return evaluate(
+            self,
+            split,
+            files,
+            chosen,
+            decode,
+            {"engine": engine, "quantize": quantize},
+            output,
+            force,
+        )

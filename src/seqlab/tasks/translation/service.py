@@ -1,24 +1,30 @@
 """The translation task served: ``POST /translate`` (n-best translations, and on request each
 best output's token log-probabilities and attention), declared once as :data:`SERVICE`.
 
-The engine is chosen once per model from the server's ``engine`` setting, in the task's own
-vocabulary (:data:`~seqlab.tasks.translation.engines.SERVER_ENGINES`,
-:func:`~seqlab.tasks.translation.engines.check_engine`); a request asking for attention runs
-seqlab's own model (CTranslate2 returns none).
+The request body is the decoding options model
+(:class:`~seqlab.tasks.translation.options.TranslateOptions`) and the request's own fields: it is
+validated once, when parsed; the options travel to the predictor as that model, and requests with
+equal options are decoded together. The engine is chosen once per model from the server's
+``engine`` setting (:data:`~seqlab.tasks.translation.engines.SERVER_ENGINES`): with ``auto``, a
+model whose scheme CTranslate2 cannot hold runs on seqlab's engine, which ``/models`` and the log
+say, with why (:func:`~seqlab.tasks.translation.engines.ctranslate2_refusal`); a request asking
+for attention runs seqlab's own model (CTranslate2 returns none).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, PositiveInt
+from pydantic import BaseModel, Field
 
+from seqlab.config import DecodeConfig
 from seqlab.errors import SeqlabError
-from seqlab.serve.limits import Limits, check
-from seqlab.serve.service import (
+from seqlab.serving.limits import Limits, check
+from seqlab.serving.service import (
     Handler,
     InputError,
     Job,
@@ -27,26 +33,36 @@ from seqlab.serve.service import (
     Request,
     Service,
     read_texts,
+    run_grouped,
     unknown_warnings,
     warnings_field,
     weights,
 )
-from seqlab.tasks.translation.engines import SERVER_ENGINES, check_engine
+from seqlab.tasks.translation.engines import (
+    AUTO,
+    CTRANSLATE2,
+    SEQLAB,
+    SERVER_ENGINES,
+    check_engine,
+    ctranslate2_refusal,
+)
+from seqlab.tasks.translation.options import TranslateOptions
+from seqlab.tasks.translation.translator import Translator
+
+log = logging.getLogger("seqlab.serve")
 
 
-class TranslateRequest(Request):
+def options_model() -> type[TranslateOptions]:
+    """The options ``POST /translate`` takes: those of ``seqlab translate``
+    (:attr:`seqlab.tasks.base.Predictor.command_options`)."""
+    return Translator.command_options["translate"]  # type: ignore[return-value]
+
+
+class TranslateRequest(Request, TranslateOptions):
+    """The texts to translate, and how (the fields of
+    :class:`~seqlab.tasks.translation.options.TranslateOptions`)."""
+
     text: str | list[str] = Field(description="one text or a list")
-    beam: PositiveInt | None = Field(
-        None, description="beam size; 1 = greedy (default: the run's decode section)"
-    )
-    nbest: PositiveInt | None = Field(None, description="hypotheses per text (needs beam >= nbest)")
-    length_penalty: float | None = Field(
-        None,
-        ge=0.0,
-        le=10.0,
-        description="beam search ranks by log_prob / length^length_penalty (needs beam > 1; "
-        "default: the run's decode section)",
-    )
     attention: bool = Field(
         False,
         description="also return, for the best output, its tokens with their log-probabilities "
@@ -95,12 +111,15 @@ class TranslateResponse(BaseModel):
     warnings: list[str] = warnings_field()
 
 
-@dataclass
-class TranslateWork:
+@dataclass(frozen=True)
+class TranslateJob:
+    """One request, checked: its texts, its options (validated when the body was parsed), the
+    run's decoding they give, and whether it asks for attention. Jobs with equal ``options`` and
+    ``attention`` are decoded together (:meth:`TranslationHandler.run`)."""
+
     texts: list[str]
-    beam: int | None
-    nbest: int | None
-    length_penalty: float | None
+    options: TranslateOptions
+    decode: DecodeConfig
     attention: bool
 
 
@@ -113,11 +132,12 @@ class TranslationHandler(Handler):
     """``POST /translate``: n-best translations, and on request the attention of the best.
 
     Settings (``seqlab serve --engine --quantize``):
-        engine: ``auto`` (CTranslate2 for the models it decodes, when it is installed),
-            ``seqlab`` or ``ctranslate2`` (required for the models it decodes: an error when it
-            is not installed). Models CTranslate2 does not decode
-            (:meth:`~seqlab.tasks.translation.Translator.decodes_with`) always run on seqlab,
-            and so does every request that asks for attention (CTranslate2 returns none).
+        engine: ``auto`` (CTranslate2 for the models it decodes, when it is installed; seqlab's
+            engine for the others, which ``/models``' ``engine_reason`` and the log say),
+            ``seqlab`` or ``ctranslate2`` (required for the Transformers: an error when it is not
+            installed or cannot hold the model's scheme). Models other than Transformers always
+            run on seqlab, and so does every request that asks for attention (CTranslate2
+            returns none).
         quantize: with CTranslate2, a compute type such as ``int8``.
     """
 
@@ -125,43 +145,49 @@ class TranslationHandler(Handler):
         self, name: str, predictor: Any, limits: Limits, settings: Mapping[str, Any] | None = None
     ) -> None:
         super().__init__(name, predictor, limits, settings)
-        engine, quantize = self.settings.get("engine", "auto"), self.settings.get("quantize")
-        self.backend = self._backend(engine, quantize)
-        self.quantize = quantize if self.backend == "ctranslate2" else None
+        engine, quantize = self.settings.get("engine", AUTO), self.settings.get("quantize")
+        self.backend, self.why = self._backend(engine, quantize)
+        self.quantize = quantize if self.backend == CTRANSLATE2 else None
+        if self.why:
+            log.info("model %s runs on seqlab's engine: %s", name, self.why)
 
-    def _backend(self, engine: str, quantize: str | None) -> str:
-        """The predictor's engine (``pytorch``, seqlab's own search, or ``ctranslate2``) for
-        ``--engine``, checked by the task's rules
-        (:func:`~seqlab.tasks.translation.check_engine`)."""
+    def _backend(self, engine: str, quantize: str | None) -> tuple[str, str | None]:
+        """The engine for ``--engine`` (``seqlab`` or ``ctranslate2``), checked by the task's
+        rules (:func:`~seqlab.tasks.translation.check_engine`), and why seqlab's was chosen
+        where ``auto`` or ``ctranslate2`` was asked for (None otherwise): models other than
+        Transformers always run on seqlab; a Transformer whose scheme CTranslate2 cannot hold
+        does with ``auto``, and is an error naming ``--engine seqlab`` with ``ctranslate2``."""
         if engine not in ENGINES:
             raise SeqlabError(f"--engine must be {', '.join(ENGINES)}, not {engine!r}")
-        arch = self.cfg.model.arch
-        if engine == "seqlab" or not self.predictor.decodes_with("ctranslate2"):
-            return "pytorch"
-        if engine == "auto":
+        if engine == SEQLAB:
+            return SEQLAB, None
+        refusal = ctranslate2_refusal(self.cfg.model)
+        if refusal is not None and (engine == AUTO or self.cfg.model.arch != "transformer"):
+            return SEQLAB, refusal  # a Transformer asked for by name is refused below
+        if engine == AUTO:
             try:
-                check_engine("ctranslate2", None, arch)
-            except SeqlabError:  # not installed: seqlab's own search
-                return "pytorch"
-        check_engine("ctranslate2", quantize, arch)
-        return "ctranslate2"
+                check_engine(CTRANSLATE2, None, self.cfg.model)
+            except SeqlabError as exc:  # not installed: seqlab's own search
+                return SEQLAB, str(exc)
+        check_engine(CTRANSLATE2, quantize, self.cfg.model)
+        return CTRANSLATE2, None
 
     @property
     def engine(self) -> str:
-        if self.backend == "ctranslate2":
-            return f"ctranslate2 {self.quantize}" if self.quantize else "ctranslate2"
-        return "seqlab"
+        if self.backend == CTRANSLATE2:
+            return f"ctranslate2 {self.quantize}" if self.quantize else CTRANSLATE2
+        return SEQLAB
 
     @property
     def workers(self) -> int:
         """CTranslate2 decodes as many batches at once as its engine has workers
         (:func:`~seqlab.export.ctranslate2.give_cores_to_ctranslate2`); seqlab's engine one."""
-        if self.backend == "ctranslate2":
+        if self.backend == CTRANSLATE2:
             return int(self.predictor.ctranslate2_engine(self.quantize).workers)
         return 1
 
     def warm_up(self) -> None:
-        if self.backend == "ctranslate2":  # export into RUN/exports once, and load it
+        if self.backend == CTRANSLATE2:  # export into RUN/exports once, and load it
             self.predictor.ctranslate2_engine(self.quantize)
 
     def details(self) -> dict[str, Any]:
@@ -171,6 +197,7 @@ class TranslationHandler(Handler):
             if languages is None
             else {"source": languages[0], "target": languages[1]},
             "attention": self.predictor.attention_kinds,
+            "engine_reason": self.why,
             "decoding": {
                 "strategy": decode.strategy,
                 "beam_size": decode.beam_size if decode.strategy == "beam" else 1,
@@ -179,68 +206,43 @@ class TranslationHandler(Handler):
             },
         }
 
-    def prepare(self, request: TranslateRequest) -> tuple[TranslateWork, int]:
+    def prepare(self, request: TranslateRequest) -> tuple[TranslateJob, int]:
         texts = read_texts(request.text, self.limits)
-        if request.beam is not None:
-            check(request.beam, self.limits, "max_beam", "beam")
-        if request.nbest is not None:
-            check(request.nbest, self.limits, "max_nbest", "nbest")
-        # the task's own reading of the options (nbest > beam: 422)
-        options = {"beam": request.beam, "nbest": request.nbest}
-        self.predictor.check("translate", {**options, "length_penalty": request.length_penalty})
+        options = options_model().taken_from(request)  # validated when the body was parsed
+        if options.beam is not None:
+            check(options.beam, self.limits, "max_beam", "beam")
+        if options.nbest is not None:
+            check(options.nbest, self.limits, "max_nbest", "nbest")
+        decode = self.predictor.decoding(options)  # nbest > beam: 422
         if request.attention and not self.predictor.attention_kinds:
             raise InputError(
                 f"model {self.name!r} (model.arch={self.cfg.model.arch}) has no attention over "
                 "the source: it encodes the source into one vector"
             )
-        work = TranslateWork(
-            texts, request.beam, request.nbest, request.length_penalty, request.attention
-        )
-        return work, len(texts)
+        return TranslateJob(texts, options, decode, request.attention), len(texts)
 
     def run(self, jobs: Sequence[Job]) -> list[Any]:
-        groups: dict[tuple[Any, ...], list[int]] = {}
-        for i, job in enumerate(jobs):
-            w: TranslateWork = job.payload
-            groups.setdefault((w.beam, w.nbest, w.length_penalty, w.attention), []).append(i)
-        results: list[Any] = [None] * len(jobs)
-        for (beam, nbest, length_penalty, attention), members in groups.items():
-            try:
-                answers = self._translate(
-                    [jobs[i].payload for i in members], beam, nbest, length_penalty, attention
-                )
-            except Exception as exc:  # noqa: BLE001 - these jobs fail, the others go on
-                answers = [exc] * len(members)
-            for i, answer in zip(members, answers, strict=True):
-                results[i] = answer
-        return results
+        """Jobs with equal options (and attention) decoded together (a frozen options model is
+        hashable; :func:`~seqlab.serving.service.run_grouped`)."""
+        return run_grouped(jobs, self._translate, key=lambda w: (w.options, w.attention))
 
-    def _translate(
-        self,
-        works: list[TranslateWork],
-        beam: int | None,
-        nbest: int | None,
-        length_penalty: float | None,
-        attention: bool,
-    ) -> list[TranslateResponse]:
-        p = self.predictor
-        texts = [t for w in works for t in w.texts]
-        backend = "pytorch" if attention else self.backend
-        found = p.hypotheses(
-            texts,
-            beam=beam,
-            nbest=nbest,
-            length_penalty=length_penalty,
+    def _translate(self, works: list[TranslateJob]) -> list[TranslateResponse]:
+        p, attention = self.predictor, works[0].attention
+        sentences = [[p.sentence(t) for t in w.texts] for w in works]  # tokenised once
+        backend = SEQLAB if attention else self.backend
+        found = p.decode(
+            [s for group in sentences for s in group],
+            works[0].decode,
             batch_size=self.limits.max_batch,
             engine=backend,
-            quantize=self.quantize if backend == "ctranslate2" else None,
+            quantize=self.quantize if backend == CTRANSLATE2 else None,
         )
         out, start = [], 0
-        for w in works:
+        for group in sentences:
             translations, notes = [], []
-            for i, text in enumerate(w.texts):
+            for i, sentence in enumerate(group):
                 hyps = found[start + i]
-                detail = self._detail(text, hyps[0].tokens) if attention else None
+                detail = self._detail(sentence, hyps[0].tokens) if attention else None
                 translations.append(
                     Translation(
                         text=p.detokenize(hyps[0].tokens),
@@ -253,24 +255,24 @@ class TranslationHandler(Handler):
                         detail=detail,
                     )
                 )
-                if p.is_cut(text):
+                if sentence.cut:
                     notes.append(
                         f"text {i + 1}: only its first {p.max_source_tokens} tokens were read "
                         f"(the model's data.max_len={self.cfg.data.max_len})"
                     )
-            start += len(w.texts)
+            start += len(group)
             out.append(
                 TranslateResponse(
                     model=self.name,
-                    engine="seqlab" if backend == "pytorch" else self.engine,
+                    engine=SEQLAB if backend == SEQLAB else self.engine,
                     translations=translations,
                     notes=notes,
-                    warnings=unknown_warnings(p, w.texts),
+                    warnings=unknown_warnings(p, group),
                 )
             )
         return out
 
-    def _detail(self, text: str, tokens: list[int]) -> AttentionDetail:
+    def _detail(self, text: Any, tokens: list[int]) -> AttentionDetail:
         """The predictor's teacher-forced reading of the output: each token's log-probability
         and every attention weight
         (:meth:`seqlab.tasks.translation.Translator.attention`), for the wire."""
@@ -292,4 +294,5 @@ SERVICE = Service(
     handler=TranslationHandler,
     summary="Translate texts",
     panel=Path(__file__).with_name("panel.js"),
+    options=options_model,
 )

@@ -26,30 +26,6 @@ from seqlab.tasks.translation.artefacts import Pairs, _sizes, load_pairs, load_v
 from seqlab.tasks.translation.translator import Translator
 
 
-def check_config(cfg: ExperimentConfig) -> None:
-    """Translation's rules across sections: greedy or beam decoding; shared embeddings need one
-    vocabulary for both languages; the model's positions (``model.max_len``) cover the longest
-    sentence (``data.max_len``)."""
-    data, model = cfg.data, cfg.model
-    if cfg.decode.strategy == "sample":
-        raise ValueError(
-            "decode.strategy=sample is for language models; translation decodes with greedy or beam"
-        )
-    if getattr(model, "share_embeddings", False) and not (
-        data.tokenizer == "subword" and data.subword.joint
-    ):
-        raise ValueError(
-            "model.share_embeddings needs one vocabulary for both sides: data.tokenizer: subword "
-            "with data.subword.joint: true (or set model.share_embeddings: false)"
-        )
-    model_len = getattr(model, "max_len", None)
-    if model_len is not None and model_len < data.max_len:
-        raise ValueError(
-            f"model.max_len={model_len} is smaller than data.max_len={data.max_len}: "
-            "the model could not read the longest sentences; raise model.max_len"
-        )
-
-
 def translation_loss(
     model: nn.Module, batch: Batch, state: Any, label_smoothing: float = 0.0
 ) -> LossOutput:

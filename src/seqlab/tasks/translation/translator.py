@@ -12,39 +12,54 @@ from typing import Any, ClassVar
 import torch
 
 from seqlab import catalog
-from seqlab.config import ExperimentConfig
+from seqlab.config import DecodeConfig, ExperimentConfig
 from seqlab.data.translation_batching import TranslationVocabs
-from seqlab.data.vocab import unknown_tokens
+from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.deprecation import renamed_kwargs
 from seqlab.errors import SeqlabError
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.ensemble import Ensemble
 from seqlab.models.search import Hypothesis
+from seqlab.storage.output_dirs import api_output_dir
+from seqlab.storage.text import check_line_breaks
 from seqlab.tasks.base import Predictor, Run
-from seqlab.tasks.options import Option
-from seqlab.tasks.translation import decoding, figures, scoring
+from seqlab.tasks.options import CommandOptions, Option, show_options
+from seqlab.tasks.translation import figures, scoring
 from seqlab.tasks.translation.artefacts import load_trained
 from seqlab.tasks.translation.attention import TranslationAttention, read_attention
 from seqlab.tasks.translation.ctranslate2_engine import CTranslate2Search
-from seqlab.tasks.translation.decoding import Translations, as_sentences, decode_options
+from seqlab.tasks.translation.decoding import (
+    Sentence,
+    SourceReader,
+    Translations,
+    as_sentences,
+    decode_sentences,
+)
 from seqlab.tasks.translation.engines import (
     CTRANSLATE2,
     SEQLAB,
     Engine,
     SeqlabSearch,
+    check_engine,
     engine_decodes,
     engine_name,
 )
 from seqlab.tasks.translation.ensemble import Member, ensemble_members
-from seqlab.tasks.translation.options import OPTIONS, USAGE, check_options
-from seqlab.tokens import EOS
+from seqlab.tasks.translation.options import (
+    OPTIONS,
+    USAGE,
+    DecodeOptions,
+    TranslateOptions,
+)
 
-#: sentences whose source tokens a translator keeps (:meth:`Translator.source_tokens`)
-TOKEN_CACHE = 4096
+#: a sentence as the methods take it: its text, or read already (:meth:`Translator.sentence`)
+Text = str | Sentence
 
 
-class Translator(Predictor):
-    """A trained translation model: translate sentences, score them against references.
+class Translator(scoring.Scoring, Predictor):
+    """A trained translation model: translate sentences, score them against references
+    (:class:`~seqlab.tasks.translation.scoring.Scoring`: ``translate``, ``score``,
+    ``evaluate``).
 
     Usable on a model being trained too (validation): ``Translator(model, cfg, vocabs)``.
     """
@@ -61,6 +76,10 @@ class Translator(Predictor):
     )
     commands: ClassVar[tuple[str, ...]] = ("translate", "evaluate")
     options: ClassVar[tuple[Option, ...]] = OPTIONS
+    command_options: ClassVar[dict[str, type[CommandOptions]]] = {
+        "translate": TranslateOptions,
+        "evaluate": DecodeOptions,
+    }
     usage: ClassVar[dict[str, str]] = USAGE
 
     def __init__(
@@ -74,7 +93,7 @@ class Translator(Predictor):
         self.model: EncoderDecoder = model
         self.vocabs = vocabs
         self._engines: dict[tuple[str, int, int], Any] = {}  # CTranslate2 engines, by settings
-        self._tokens: dict[str, tuple[str, ...]] = {}  # :meth:`source_tokens`
+        self.reader = SourceReader(vocabs, cfg.data.max_len - 1)  # :meth:`sentence`
         self.members: list[str] = []  # the other runs of an ensemble (:meth:`ensemble_with`)
 
     @classmethod
@@ -90,13 +109,11 @@ class Translator(Predictor):
         names: Sequence[str] | None = None,
         which: str = "best",
     ) -> Translator:
-        """This run and ``others`` — one or a list of run directories (``str`` or ``Path``,
-        loaded at ``which``) or translators :func:`seqlab.load` returned, named ``names`` in
-        messages (default: their run directories) — as one translator whose model is their
-        :class:`~seqlab.models.ensemble.Ensemble`: the mean of the models' next-token
-        probabilities. Tokenising, decoding settings and precision stay this run's, so every
-        other run must be a translation run with the same vocabularies and tokenizers.
-        Anything else is a :class:`TypeError`."""
+        """This run and ``others`` (run directories loaded at ``which``, or loaded translators;
+        ``names`` in messages) as one translator whose model is their
+        :class:`~seqlab.models.ensemble.Ensemble` (the mean of next-token probabilities);
+        tokenising, decoding and precision stay this run's
+        (:func:`~seqlab.tasks.translation.ensemble.ensemble_members`)."""
         members = ensemble_members(self, others, names, which)
         models = [self.model, *(o.model for o in members)]  # type: ignore[attr-defined]
         joined = Translator(Ensemble(models).eval(), self.cfg, self.vocabs, self.run)
@@ -111,16 +128,30 @@ class Translator(Predictor):
         return " + ".join([own, *self.members]) if own is not None and self.members else own
 
     def check(self, command: str, options: Mapping[str, Any]) -> None:
-        """The decoding options, the engine and attention heatmaps, which need a model that
-        attends to the source: :func:`seqlab.tasks.translation.options.check_options`."""
-        check_options(self, options)
+        """``options`` of ``command``: its decoding options, the engine, heatmaps."""
+        model = self.command_options[command]
+        self.decoding(model.of({k: options.get(k) for k in model.model_fields}))
+        engine = options.get("engine") or SEQLAB
+        self.check_use(engine, options.get("quantize"), bool(options.get("attention_png")))
 
-    def check_ensemble_engine(self, engine: str) -> None:
-        """An ensemble decodes with seqlab only: a CTranslate2 export holds one model."""
+    def decoding(self, options: DecodeOptions) -> DecodeConfig:
+        """The run's ``decode`` section changed by ``options``
+        (:meth:`~seqlab.tasks.translation.options.DecodeOptions.decode`)."""
+        return options.decode(self.cfg.decode)
+
+    def check_use(self, engine: str, quantize: str | None, need_weights: bool = False) -> None:
+        """The engine (:func:`~seqlab.tasks.translation.engines.check_engine`; an ensemble's
+        is seqlab's) and attention weights, which need a model that attends to the source."""
         if self.members and engine_name(engine) != SEQLAB:
             raise SeqlabError(
-                "--ensemble decodes with seqlab (--engine pytorch) only: a CTranslate2 export "
+                "--ensemble decodes with seqlab (--engine seqlab) only: a CTranslate2 export "
                 "holds one model"
+            )
+        check_engine(engine, quantize, self.cfg.model, need_weights)
+        if need_weights and not self.has_attention:
+            raise SeqlabError(
+                f"--attention-png: model.arch={self.cfg.model.arch} has no attention over the "
+                "source to draw (it encodes the source into one vector)"
             )
 
     @property
@@ -146,9 +177,9 @@ class Translator(Predictor):
         return str(d.src_lang), str(d.tgt_lang)
 
     def decodes_with(self, engine: str) -> bool:
-        """Whether ``engine`` (``seqlab``/``pytorch``, ``ctranslate2``) can decode this model
+        """Whether ``engine`` (``seqlab``, ``ctranslate2``) can decode this model
         (:func:`engine_decodes`; CTranslate2 must also be installed to run)."""
-        return engine_decodes(engine, self.cfg.model.arch)
+        return engine_decodes(engine, self.cfg.model)
 
     @property
     def max_source_tokens(self) -> int:
@@ -156,31 +187,24 @@ class Translator(Predictor):
         ``<eos>``); a longer sentence is cut to its first ones (:meth:`is_cut`)."""
         return self.cfg.data.max_len - 1
 
-    def source_tokens(self, sentence: str) -> list[str]:
-        """The source tokenizer's tokens of ``sentence``, tokenised once: the last
-        :data:`TOKEN_CACHE` sentences' are kept, so that :meth:`hypotheses`, :meth:`is_cut`,
-        :meth:`unknown_tokens` and :meth:`source_ids` on one request (the server calls them all)
-        tokenise each sentence once."""
-        found = self._tokens.get(sentence)
-        if found is None:
-            if len(self._tokens) >= TOKEN_CACHE:
-                self._tokens.clear()
-            found = self._tokens[sentence] = tuple(self.vocabs.src_tokenizer.tokenize(sentence))
-        return list(found)
+    def sentence(self, text: Text) -> Sentence:
+        """``text`` read by the source tokenizer and vocabulary once, into the
+        :class:`~seqlab.tasks.translation.decoding.Sentence` that carries its tokens, ids and
+        unknown tokens wherever it goes (a sentence read already is itself)."""
+        return self.reader.read(text)
 
-    def is_cut(self, sentence: str) -> bool:
+    def is_cut(self, sentence: Text) -> bool:
         """Whether the encoder reads only the first :attr:`max_source_tokens` of ``sentence``."""
-        return len(self.source_tokens(sentence)) > self.max_source_tokens
+        return self.sentence(sentence).cut
 
-    def source_ids(self, sentence: str) -> list[int]:
+    def source_ids(self, sentence: Text) -> list[int]:
         """Token ids the encoder reads: the tokens (cut to ``data.max_len - 1``) and ``<eos>``."""
-        ids = self.vocabs.src_vocab[self.source_tokens(sentence)]
-        return ids[: self.max_source_tokens] + [EOS]
+        return list(self.sentence(sentence).ids)
 
-    def unknown_tokens(self, sentence: str) -> list[str]:
+    def unknown_tokens(self, sentence: Text) -> list[str]:
         """The tokens of ``sentence`` that the source vocabulary lacks (the encoder reads each as
         ``<unk>``), in order."""
-        return unknown_tokens(self.vocabs.src_vocab, self.source_tokens(sentence))
+        return list(self.sentence(sentence).unknown)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.vocabs.tgt_tokenizer.detokenize(self.vocabs.tgt_vocab.to_tokens(list(ids)))
@@ -190,53 +214,77 @@ class Translator(Predictor):
     def hypotheses(
         self,
         sentences: Sequence[str] | str,
+        options: TranslateOptions | None = None,
         *,
-        beam: int | None = None,
-        nbest: int | None = None,
-        length_penalty: float | None = None,
         need_weights: bool = False,
         batch_size: int = 128,
-        engine: str = "pytorch",
+        engine: str = SEQLAB,
         quantize: str | None = None,
+        **keywords: Any,
     ) -> Any:
         """n-best hypotheses per sentence, in input order (batched by length); given one
         sentence (a string), its n-best list.
 
-        Blank sentences get one empty hypothesis without decoding. Over-long inputs are cut to
-        ``data.max_len`` positions, with one warning. A sentence holding tokens that the source
-        vocabulary lacks is read with ``<unk>`` in their place, with an
-        :class:`~seqlab.data.vocab.UnknownTokenWarning` naming it (``sentence I``, its index) and
-        the tokens; a line break other than ``\\n`` in a sentence is refused.
+        Blank sentences get one empty hypothesis without decoding; over-long ones are cut to
+        ``data.max_len`` positions (one warning); tokens the vocabulary lacks are read as
+        ``<unk>``, with an :class:`~seqlab.data.vocab.UnknownTokenWarning` (``sentence I``).
 
         Args:
-            engine: ``seqlab`` (``pytorch``: seqlab's own search) or ``ctranslate2`` (the model
-                exported to CTranslate2, :mod:`~seqlab.tasks.translation.ctranslate2_engine`'s
-                cache): :mod:`seqlab.tasks.translation.engines`.
+            options: the decoding options (a
+                :class:`~seqlab.tasks.translation.options.TranslateOptions`), or given as keyword
+                arguments (``beam=5, nbest=2``), one per field.
+            engine: ``seqlab`` (seqlab's own search) or ``ctranslate2`` (the model exported to
+                CTranslate2, :mod:`~seqlab.tasks.translation.ctranslate2_engine`'s cache):
+                :mod:`seqlab.tasks.translation.engines`.
             quantize: with ``ctranslate2``: a compute type such as ``int8``.
         """
-        sentences, single = as_sentences(sentences)
-        decode = decode_options(self.cfg.decode, beam, nbest, length_penalty)
-        found = decoding.decode_sentences(
-            self, sentences, decode, need_weights, batch_size, engine, quantize
+        texts, single = as_sentences(sentences)
+        decode = self.decoding(self.options_of("translate", options, keywords))
+        self.check_use(engine, quantize, need_weights)
+        found = self.decode(
+            [self.sentence(t) for t in texts], decode, need_weights, batch_size, engine, quantize
         )
         return found[0] if single else found
 
+    def decode(
+        self,
+        sentences: Sequence[Sentence],
+        decode: DecodeConfig,
+        need_weights: bool = False,
+        batch_size: int = 128,
+        engine: str = SEQLAB,
+        quantize: str | None = None,
+    ) -> list[list[Hypothesis]]:
+        """Sentences read already, decoded by ``decode`` (:meth:`decoding`) on ``engine``
+        (:meth:`check_use`): nothing is checked again."""
+        with torch.no_grad():
+            search = self.engine(engine, quantize)
+            max_len = self.cfg.data.max_len
+            return decode_sentences(search, sentences, decode, need_weights, batch_size, max_len)
+
     @torch.no_grad()
-    def attention(self, sentence: str, tokens: Sequence[int] | None = None) -> TranslationAttention:
+    def attention(
+        self, sentence: Text, tokens: Sequence[int] | None = None
+    ) -> TranslationAttention:
         """``tokens`` (target ids without ``<bos>`` and ``<eos>``; default: the best translation
         of ``sentence``) read back in one teacher-forced pass: each token's log-probability and
         every attention weight the model has (:meth:`EncoderDecoder.attention_maps`): for a
         Transformer each layer and head (Vaswani et al. 2017, §3.2), for an RNN with attention its
         alignment (Bahdanau et al. 2014, §3.1)."""
-        return read_attention(self, sentence, tokens)
+        if isinstance(sentence, str):
+            check_line_breaks(sentence, "the sentence")
+        read = self.sentence(sentence)
+        if tokens is None:
+            tokens = self.hypotheses(read.text)[0].tokens
+        else:
+            warn_unknown([("the sentence", read.unknown)], 3)
+        return read_attention(self.model, self.vocabs, self.precision, read, tokens)
 
     def engine(self, engine: str, quantize: str | None = None) -> Engine:
-        """The engine ``engine`` names (:func:`~seqlab.tasks.translation.engines.engine_name`):
-        seqlab's own search in this translator's precision, or CTranslate2 in ``compute_type``
-        ``quantize`` (fp32 when None), opened once per setting
-        (:class:`~seqlab.tasks.translation.ctranslate2_engine.CTranslate2Search`) on the export
-        cache ``RUN/exports/``, written on first use
-        (:func:`~seqlab.tasks.translation.ctranslate2_engine.cached_export`)."""
+        """The engine ``engine`` names: seqlab's own search in this translator's precision, or
+        CTranslate2 in ``compute_type`` ``quantize`` (fp32 when None), opened once per setting on
+        the export cache ``RUN/exports/``, written on first use
+        (:class:`~seqlab.tasks.translation.ctranslate2_engine.CTranslate2Search`)."""
         if engine_name(engine) == SEQLAB:
             return SeqlabSearch(self.model, self.precision)
         key = CTranslate2Search.key(quantize)
@@ -246,94 +294,63 @@ class Translator(Predictor):
         return self._engines[key]
 
     def ctranslate2_engine(self, quantize: str | None = None) -> Any:
-        """The :class:`~seqlab.export.ctranslate2_engine.CTranslate2Engine` that
-        ``engine("ctranslate2", quantize)`` decodes with (see :meth:`engine`)."""
+        """The CTranslate2 engine that ``engine("ctranslate2", quantize)`` decodes with."""
         return self.engine(CTRANSLATE2, quantize).engine  # type: ignore[attr-defined]
-
-    def translate(
-        self,
-        sentences: Sequence[str] | str,
-        *,
-        beam: int | None = None,
-        length_penalty: float | None = None,
-        batch_size: int = 128,
-        engine: str = "pytorch",
-        quantize: str | None = None,
-    ) -> Any:
-        """The best translation of each sentence (``beam``, ``length_penalty``: None = the run's
-        ``decode``): a list for a list of sentences, a string for one sentence (a string)."""
-        sentences, single = as_sentences(sentences)
-        found = self.hypotheses(
-            sentences,
-            beam=beam,
-            nbest=1,
-            length_penalty=length_penalty,
-            batch_size=batch_size,
-            engine=engine,
-            quantize=quantize,
-        )
-        outputs = [self.detokenize(h[0].tokens) for h in found]
-        return outputs[0] if single else outputs
-
-    def score(
-        self,
-        sources: Sequence[str],
-        references: Sequence[str],
-        *,
-        beam: int | None = None,
-        length_penalty: float | None = None,
-        engine: str = "pytorch",
-        quantize: str | None = None,
-    ) -> dict[str, Any]:
-        """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
-        outputs (key ``translations``). Both are lists of sentences, at least one."""
-        return scoring.score(self, sources, references, beam, length_penalty, engine, quantize)
 
     def predict(
         self,
         inputs: Sequence[str] | str,
+        options: TranslateOptions | None = None,
         *,
-        beam: int | None = None,
-        nbest: int | None = None,
-        length_penalty: float | None = None,
-        engine: str = "pytorch",
+        engine: str = SEQLAB,
         quantize: str | None = None,
         attention_png: str | Path | None = None,
         numbers: Sequence[int] | None = None,
+        **keywords: Any,
     ) -> Translations:
         """Translations of ``inputs`` (``seqlab translate``): the best of each, or the ``nbest``
-        best with their scores; with ``attention_png`` one source × output heatmap per sentence
-        in that directory, ``attention-NNNN.png`` after its input line (``numbers``, default 1,
-        2, …). Unknown tokens are reported by input line (``input line N``)."""
-        options = dict(
-            beam=beam, nbest=nbest, length_penalty=length_penalty, engine=engine, quantize=quantize
+        best with their scores (``options``, or its fields as keyword arguments:
+        :class:`~seqlab.tasks.translation.options.TranslateOptions`); with ``attention_png`` one
+        source × output heatmap per sentence in that directory, ``attention-NNNN.png`` after its
+        input line (``numbers``, default 1, 2, …), by the rule of ``--attention-png``. Unknown
+        tokens are reported by input line (``input line N``)."""
+        texts, _ = as_sentences(inputs)
+        decode = self.decoding(self.options_of("translate", options, keywords))
+        self.check_use(engine, quantize, bool(attention_png))
+        numbers = list(numbers) if numbers is not None else list(range(1, len(texts) + 1))
+        folder = api_output_dir(attention_png, "attention_png")  # checked now, before any work
+        sentences = [self.sentence(t) for t in texts]
+        warn_unknown(
+            ((f"input line {n}", s.unknown) for n, s in zip(numbers, sentences, strict=True)), 2
         )
-        return decoding.predict(self, inputs, options, attention_png, numbers)
+        with quiet_unknown():  # reported above, by input line
+            found = self.decode(sentences, decode, bool(attention_png), 128, engine, quantize)
+        out = Translations(
+            [[(self.detokenize(h.tokens), h.score) for h in hyps] for hyps in found],
+            numbers,
+            decode.nbest,
+        )
+        if attention_png:
+            what = self.alignment_name
+            with folder:
+                out.figures = [
+                    figures.draw_alignment(Path(attention_png), n, s, hyps[0], self.vocabs, what)
+                    for n, s, hyps in zip(numbers, sentences, found, strict=True)
+                    if s.text.strip()
+                ]
+        return out
 
     @property
     def alignment_name(self) -> str:
-        """Which attention :meth:`draw_alignment` draws
-        (:func:`seqlab.tasks.translation.figures.alignment_name`)."""
-        return figures.alignment_name(self)
+        """Which attention the heatmaps draw (``figures.alignment_name``)."""
+        return figures.alignment_name(self.model, self.cfg.model, len(self.members) + 1)
 
-    def draw_alignment(self, directory: Path, number: int, line: str, hyp: Hypothesis) -> Path:
-        """The source × output heatmap of ``line``'s hypothesis ``hyp`` as
-        ``directory/attention-NNNN.png``
-        (:func:`seqlab.tasks.translation.figures.draw_alignment`)."""
-        return figures.draw_alignment(self, directory, number, line, hyp)
 
-    def evaluate(
-        self,
-        split: str | None = None,
-        files: Mapping[str, str | Path] | None = None,
-        *,
-        beam: int | None = None,
-        length_penalty: float | None = None,
-        engine: str = "pytorch",
-        quantize: str | None = None,
-        output: str | Path | None = None,
-    ) -> scoring.TranslationReport:
-        """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``)
-        or on ``files={"src": FILE, "ref": FILE}``; ``output``: also write the translations there
-        (atomically): :func:`seqlab.tasks.translation.scoring.evaluate`."""
-        return scoring.evaluate(self, split, files, beam, length_penalty, engine, quantize, output)
+for _method, _command in (
+    (Translator.predict, "translate"),
+    (Translator.hypotheses, "translate"),
+    (Translator.translate, "evaluate"),
+    (Translator.score, "evaluate"),
+    (Translator.evaluate, "evaluate"),
+):  # their keyword arguments are the fields of the command's options model
+    show_options(_method, Translator.command_options[_command])

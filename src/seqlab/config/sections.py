@@ -1,46 +1,27 @@
-"""Typed, validated experiment configuration.
+"""The sections of an experiment config: ``data``, ``model`` (the base every architecture's config
+class extends), ``train`` and ``decode``, each a pydantic model that forbids unknown keys and
+coerces nothing (:class:`Strict`), and the checks that one section's values make sense together
+(:func:`check_heads`, :func:`check_positions`, :func:`check_speakers`).
 
-An experiment is one YAML file with four sections, ``data``, ``model``, ``train`` and ``decode``,
-loaded into the pydantic models below. Every model forbids unknown keys, so a typo fails loudly,
-naming the key, the offending value and what is allowed. Command-line overrides use dotted paths
-(``train.lr=3e-4``) and go through exactly the same validation.
-
-The lists a config chooses from are registered next to the code they describe
-(:mod:`seqlab.catalog`): ``data.dataset`` (the readers in :mod:`seqlab.data`), ``model.arch``
-(each architecture's config class sits beside its model in :mod:`seqlab.models`),
-``model.cell`` (:mod:`seqlab.nn.cells`), and each task's rules across sections (its module in
-:mod:`seqlab.tasks`). ``configs/reference.yaml`` lists every key with its default and its choices.
+The whole experiment, checked across its sections, and the reading of a file:
+:mod:`seqlab.config.experiment`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    SerializeAsAny,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
 from seqlab import catalog
 from seqlab.deprecation import renamed_keys
-from seqlab.errors import ConfigError
-from seqlab.storage.atomic import atomic_write_text
-from seqlab.storage.config_files import (
-    apply_overrides,
-    find_config,
-    format_validation_error,
-    missing_keys,
-    read_yaml,
-    short,
-)
 
 Positive = Annotated[int, Field(gt=0)]
 NonNegative = Annotated[int, Field(ge=0)]
@@ -209,14 +190,18 @@ CellName = Annotated[str, AfterValidator(_known_cell)]
 
 class ModelConfigBase(Strict):
     """Base of every ``model`` section. ``arch`` names the architecture; each architecture's
-    config subclasses this next to its model (:class:`seqlab.models.rnn_lm.RNNLMConfig`, …),
-    narrows ``arch`` to its own name, sets ``task`` and is registered with its builder
-    (:class:`~seqlab.catalog.ModelSpec`). :class:`ExperimentConfig` validates the ``model``
-    section with the class registered for its ``arch``."""
+    config subclasses this (seqlab's own in :mod:`seqlab.config.models`,
+    :class:`~seqlab.config.models.RNNLMConfig`, …), narrows ``arch`` to its own name, sets
+    ``task`` and ``inputs`` and is registered with its builder (:class:`~seqlab.catalog.ModelSpec`).
+    :class:`~seqlab.config.ExperimentConfig` validates the ``model`` section with the class of
+    its ``arch`` (:func:`seqlab.config.archs.model_config`)."""
 
     arch: str
     #: ``language_modeling``, ``translation``, ``classification`` or ``forecasting``
     task: ClassVar[str] = ""
+    #: what the model reads: ``text``, ``image``, ``series`` or ``audio``
+    #: (:attr:`seqlab.catalog.ModelSpec.inputs` unless its record says otherwise)
+    inputs: ClassVar[str] = "text"
 
     @model_validator(mode="before")
     @classmethod
@@ -252,10 +237,24 @@ AttentionName = Annotated[
 ]
 
 
-def check_positions(positions: str, attention: str = "softmax", causal: bool = True) -> None:
+def check_positions(
+    positions: str,
+    attention: str = "softmax",
+    causal: bool = True,
+    d_model: int | None = None,
+    num_heads: int | None = None,
+) -> None:
     """The combinations a Transformer refuses: linear attention with a scheme that biases or
-    rotates the logits, and no positions in a bidirectional encoder."""
+    rotates the logits, no positions in a bidirectional encoder, and a scheme that rotates
+    pairs of dimensions (RoPE) with an odd head size ``d_model / num_heads``."""
     spec = catalog.positions()[positions]
+    head = d_model // num_heads if d_model and num_heads and not d_model % num_heads else 0
+    if spec.pairs and head % 2:
+        raise ValueError(
+            f"model.positions={positions} needs an even head size (it rotates pairs of "
+            f"dimensions): d_model={d_model} / num_heads={num_heads} = {head} is odd; "
+            + _even_heads(d_model or 0, num_heads or 1)
+        )
     if attention == "linear" and not spec.linear_attention:
         linear_ok = [n for n, p in catalog.positions().items() if p.linear_attention]
         raise ValueError(
@@ -267,6 +266,16 @@ def check_positions(positions: str, attention: str = "softmax", causal: bool = T
             f"positions: {positions} leaves a bidirectional encoder blind to the order of its "
             "inputs; use it for causal models (transformer_lm, transformer_forecaster) only"
         )
+
+
+def _even_heads(d_model: int, num_heads: int) -> str:
+    """What gives an even head size: ``d_model + num_heads``, or the number of heads nearest
+    ``num_heads`` that does."""
+    fits = [h for h in range(1, d_model + 1) if not d_model % h and (d_model // h) % 2 == 0]
+    other = min(fits, key=lambda h: (abs(h - num_heads), h)) if fits else None
+    return f"use d_model={d_model + num_heads}" + (
+        f" or num_heads={other}" if other is not None else ""
+    )
 
 
 # ---------------------------------------------------------------------------------------- train
@@ -394,146 +403,3 @@ class DecodeConfig(Strict):
                 + (f"beam with beam_size={self.beam_size}" if width > 1 else f"{self.strategy}")
             )
         return self
-
-
-def _default_model() -> ModelConfigBase:
-    return catalog.models()["rnn_lm"].config()
-
-
-#: how errors name what a dataset holds and what a model reads
-def _a(task: str) -> str:
-    """``a translation``, ``an audio classification``: a task's name after its article."""
-    words = task.replace("_", " ")
-    return f"{'an' if words[:1] in 'aeiou' else 'a'} {words}"
-
-
-_HOLDS = {"text": "a text", "image": "an image", "series": "a series", "audio": "an audio"}
-_READS = {"text": "text", "image": "images", "series": "series", "audio": "recordings"}
-
-
-class ExperimentConfig(Strict):
-    """One experiment: the four sections of a YAML config file, checked against each other.
-
-    The ``model`` section is validated by the config class registered for its ``arch``
-    (:func:`seqlab.catalog.models`). Checks across sections: the dataset and the model are for
-    the same task and the same inputs (:class:`~seqlab.catalog.DatasetSpec`,
-    :class:`~seqlab.catalog.ModelSpec`), then the task's own rules
-    (:func:`seqlab.catalog.task_rules`, written in each task's module).
-    """
-
-    name: str = "experiment"
-    data: DataConfig = Field(default_factory=DataConfig)
-    model: SerializeAsAny[ModelConfigBase] = Field(default_factory=_default_model)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    decode: DecodeConfig = Field(default_factory=DecodeConfig)
-
-    @property
-    def task(self) -> str:
-        """``language_modeling``, ``translation``, …: what the model is for."""
-        return self.model.task
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _registered_arch(cls, value: object) -> object:
-        if isinstance(value, ModelConfigBase):
-            return value
-        known = catalog.models()
-        archs = catalog.choices(sorted(known))
-        if not isinstance(value, dict):
-            raise ValueError(f"expected a mapping with an arch ({archs})")
-        arch = value.get("arch")
-        if arch is None:
-            raise ValueError(f"arch is missing; choose {archs}")
-        if not isinstance(arch, str) or arch not in known:
-            raise ValueError(f"arch {short(arch)} is not a registered architecture; choose {archs}")
-        return known[arch].config.model_validate(value)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ExperimentConfig:
-        data, model = self.data, self.model
-        dataset = catalog.datasets()[data.dataset]
-        if dataset.task != model.task:
-            raise ValueError(
-                f"data.dataset={data.dataset} is {_a(dataset.task)} dataset, but "
-                f"model.arch={model.arch} is {_a(model.task)} model"
-            )
-        spec = catalog.models().get(model.arch)
-        reads = spec.inputs if spec is not None else dataset.inputs
-        if dataset.inputs != reads:
-            raise ValueError(
-                f"data.dataset={data.dataset} is {_HOLDS[dataset.inputs]} dataset, but "
-                f"model.arch={model.arch} reads {_READS[reads]}"
-            )
-        rules = catalog.task_rules().get(model.task)
-        if rules is not None:
-            rules(self)
-        return self
-
-
-# ---------------------------------------------------------------------------------------- loading
-def config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ExperimentConfig:
-    """Validate a raw mapping into an :class:`ExperimentConfig` or raise :class:`ConfigError`."""
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"{source}: expected a mapping of sections at the top level, got {type(raw).__name__}"
-        )
-    try:
-        return ExperimentConfig.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(format_validation_error(err, source, raw, ExperimentConfig)) from None
-
-
-def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read a YAML experiment file (or a shipped config by name), apply overrides, validate.
-
-    The file (with its overrides) must name its dataset and model
-    (:data:`~seqlab.storage.config_files.REQUIRED_KEYS`); the other keys may be left to their
-    defaults. The file's YAML, overrides and errors: :mod:`seqlab.storage.config_files`.
-    """
-    path = find_config(path)
-    raw = read_yaml(path)
-    if raw is None:
-        raise ConfigError(
-            f"{path} is empty; an experiment needs at least its data and model sections "
-            "(see configs/reference.yaml)"
-        )
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"{path}: expected a mapping of sections (data, model, train, decode) at the top "
-            f"level, got {type(raw).__name__}"
-        )
-    source = str(path)
-    if overrides:
-        raw = apply_overrides(raw, overrides)
-        source += " with overrides " + " ".join(overrides)
-    missing = missing_keys(raw)
-    try:
-        cfg = config_from_dict(raw, source)
-    except ConfigError as exc:
-        if missing:
-            raise ConfigError("\n".join([str(exc), *missing])) from None
-        raise
-    if missing:
-        raise ConfigError("\n".join([f"invalid configuration in {short(source, 300)}:", *missing]))
-    return cfg
-
-
-def config_to_dict(cfg: ExperimentConfig) -> dict[str, Any]:
-    """Plain JSON/YAML-safe mapping (tuples become lists) that :func:`config_from_dict` accepts."""
-    return cfg.model_dump(mode="json")
-
-
-def save_config(cfg: ExperimentConfig, path: str | Path) -> None:
-    """Write the resolved config as YAML, atomically."""
-    atomic_write_text(Path(path), yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
-
-
-def __getattr__(name: str) -> type[ModelConfigBase]:
-    """``seqlab.config.TransformerConfig`` and the other model configs, which live next to their
-    models (:mod:`seqlab.models`): found among the registered architectures by class name, so
-    code that imports them from here keeps working."""
-    if name.endswith("Config") and not name.startswith("_"):
-        for spec in catalog.models().values():
-            if spec.config.__name__ == name:
-                return spec.config
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

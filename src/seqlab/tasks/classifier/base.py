@@ -19,17 +19,18 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from seqlab.atomic import atomic_write_json, read_format_json
 from seqlab.config import ExperimentConfig
 from seqlab.data.classification import ClassBatch, ClassificationBatches, label_ids
 from seqlab.data.vocab import quiet_unknown
 from seqlab.errors import CheckpointError, SeqlabError
 from seqlab.runtime.precision import Resolved, autocast
-from seqlab.storage.atomic import atomic_write_json, read_format_json
-from seqlab.storage.outputs import FILE_RULE, RULE
+from seqlab.storage.output_dirs import api_output_dir
+from seqlab.storage.outputs import FILE_RULE, RULE, api_output_file
 from seqlab.storage.text import own_data
 from seqlab.tasks.base import Predictor, Run, as_batch
-from seqlab.tasks.classification import splits
-from seqlab.tasks.classification.metrics import ClassificationReport, classification_metrics
+from seqlab.tasks.classifier import splits
+from seqlab.tasks.classifier.metrics import ClassificationReport, classification_metrics
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction
 
@@ -297,11 +298,15 @@ class Classifier(Predictor):
         files: Mapping[str, str | Path] | None = None,
         *,
         confusion_png: str | Path | None = None,
+        force: bool = False,
     ) -> ClassificationReport:
         """Accuracy, macro-F1 and the confusion matrix on a ``split`` of the run's dataset
         (default: its evaluation split; reads the data) or on the user's ``files``; with
-        ``confusion_png`` the confusion matrix drawn there."""
+        ``confusion_png`` the confusion matrix drawn there, by the rule of ``--png``
+        (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not write is refused
+        before any work unless ``force``)."""
         split, files = self._source(split, files, splits.eval_split(self.cfg))
+        figure = api_output_file(confusion_png, "confusion_png", force, files)  # checked now
         if files:
             items, labels = self.file_examples(files)
             source = {"src": files["src"]}
@@ -315,7 +320,8 @@ class Classifier(Predictor):
         report.check_finite()
         if confusion_png:
             name = str(self.run.run_dir) if self.run is not None else self.cfg.model.arch
-            report.draw_confusion(confusion_png, name)
+            with figure:
+                report.draw_confusion(confusion_png, name)
         return report
 
     def predict(
@@ -333,8 +339,9 @@ class Classifier(Predictor):
         self.check("classify", {"attention_png": attention_png})
         items, _ = as_batch(inputs, self.item)
         numbers = list(numbers) if numbers is not None else list(range(1, len(items) + 1))
+        folder = api_output_dir(attention_png, "attention_png")  # checked now
         self.report_inputs(items, numbers)
-        with quiet_unknown():  # reported above, by input line
+        with folder, quiet_unknown():  # unknown tokens reported above, by input line
             found = self.classify(items) if items else []
             out = Classifications([str(item) for item in items], found, notes=list(self.notes))
             if attention_png:

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from seqlab.atomic import atomic_write_json, read_format_json
 from seqlab.errors import CheckpointError
-from seqlab.storage.atomic import atomic_write_json, read_format_json
 
 __all__ = [
     "CALIBRATION",

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from seqlab import catalog
+from seqlab.config.archs import model_config
 from seqlab.errors import ConfigError
 
 
@@ -45,8 +45,7 @@ def _allowed_keys(loc: tuple[Any, ...], raw: Any, root: type[BaseModel]) -> list
         node = node.get(part) if isinstance(node, dict) else None
         if isinstance(current, type) and "arch" in getattr(current, "model_fields", {}):
             arch = node.get("arch") if isinstance(node, dict) else None
-            spec = catalog.models().get(arch) if isinstance(arch, str) else None
-            current = spec.config if spec is not None else None
+            current = model_config(arch)
     if isinstance(current, type) and issubclass(current, BaseModel):
         return sorted(current.model_fields)
     return None

@@ -7,7 +7,9 @@ and its OpenAPI schema (:mod:`seqlab.serve.app` names no task), the ``route`` an
 ``/models`` reports for each model, and the page's form for it (the task's own panel script, or a
 form built from the request's JSON schema when it has none).
 
-A :class:`Handler` shapes requests into calls of the predictor that :func:`seqlab.load` returns,
+The generic :class:`OptionsHandler` serves a task whose request is its inputs and its command's
+options model: jobs with equal options are answered by one call of the predictor
+(:func:`run_grouped`). A :class:`Handler` shapes requests into calls of the predictor that :func:`seqlab.load` returns,
 and its answers into responses. It checks a request against the server's limits and the
 predictor's ``check`` (:meth:`Handler.prepare`, on the event loop, cheap), runs a batch of prepared
 requests on the batcher's worker thread (:meth:`Handler.run`), and describes its model for
@@ -24,10 +26,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,7 +39,7 @@ from torch import Tensor
 from seqlab.data.vocab import quiet_unknown, unknown_messages
 from seqlab.errors import SeqlabError
 from seqlab.runtime.progress import no_progress
-from seqlab.serve.limits import Limits, check
+from seqlab.serving.limits import Limits, check
 from seqlab.storage.text import check_line_breaks
 
 #: decimals kept of attention weights in responses
@@ -141,6 +144,83 @@ class Handler:
             return self.run(jobs)
 
 
+@dataclass(frozen=True)
+class Work:
+    """One request prepared by an :class:`OptionsHandler`: its inputs (read and checked) and its
+    options, the command's options model as the request's parse validated it."""
+
+    inputs: Any
+    options: Any
+
+
+class OptionsHandler(Handler):
+    """The generic handler: a request is its inputs and the fields of the command's options
+    model (:attr:`seqlab.tasks.base.Predictor.command_options`), which the request body
+    inherits and pydantic validated when it parsed the body.
+
+    :meth:`prepare` reads the inputs (:meth:`inputs`) and takes the options from the request as
+    they are (validated once); :meth:`run` groups the jobs by their options (a frozen model is
+    hashable) and answers each group with one call (:meth:`answer`), an error failing that
+    group's jobs alone (:func:`run_grouped`). A task writes :meth:`inputs` and :meth:`answer`,
+    and :meth:`check` for its limits.
+    """
+
+    #: the command whose options the request carries (``forecast``)
+    command: ClassVar[str] = ""
+
+    def options(self, request: Any) -> Any:
+        """The options ``request`` holds, taken as they are (not checked again)."""
+        model = self.predictor.command_options.get(self.command)
+        return None if model is None else model.taken_from(request)
+
+    def inputs(self, request: Any) -> tuple[Any, int]:
+        """The request's inputs, read and checked, and their size in texts: its ``text`` (one
+        text or a list, :func:`read_texts`) unless a task says otherwise."""
+        texts = read_texts(request.text, self.limits)
+        return texts, len(texts)
+
+    def check(self, inputs: Any, options: Any) -> None:
+        """Refuse what this server's limits or this model cannot take, before queuing."""
+
+    def prepare(self, request: Any) -> tuple[Work, int]:
+        inputs, size = self.inputs(request)
+        options = self.options(request)
+        self.check(inputs, options)
+        return Work(inputs, options), size
+
+    def run(self, jobs: Sequence[Job]) -> list[Any]:
+        return run_grouped(
+            jobs, lambda works: self.answer([w.inputs for w in works], works[0].options)
+        )
+
+    def answer(self, inputs: list[Any], options: Any) -> list[Any]:
+        """The responses to the jobs of one group (their ``inputs``, in order; the ``options``
+        they share): one response, or an exception failing that job, per job."""
+        raise NotImplementedError
+
+
+def run_grouped(
+    jobs: Sequence[Job],
+    answer: Callable[[list[Any]], list[Any]],
+    key: Callable[[Any], Any] = lambda work: work.options,
+) -> list[Any]:
+    """Jobs whose payloads have equal ``key`` (their options) answered together, by one call of
+    ``answer(payloads)`` per group; an exception raised by a call fails that group's jobs
+    alone, and one returned in its list fails that job alone."""
+    groups: dict[Any, list[int]] = {}
+    for i, job in enumerate(jobs):
+        groups.setdefault(key(job.payload), []).append(i)
+    results: list[Any] = [None] * len(jobs)
+    for members in groups.values():
+        try:
+            answers = answer([jobs[i].payload for i in members])
+        except Exception as exc:  # noqa: BLE001 - these jobs fail, the others go on
+            answers = [exc] * len(members)
+        for i, result in zip(members, answers, strict=True):
+            results[i] = result
+    return results
+
+
 def run_each(jobs: Sequence[Job], answer: Any) -> list[Any]:
     """``answer(payload)`` for each job in turn, an exception failing its own job alone."""
     results: list[Any] = []
@@ -178,12 +258,30 @@ class Service:
     summary: str = ""
     stream: bool = False
     panel: Path | None = None
+    options: Callable[[], type[BaseModel]] | None = None
+
+    @property
+    def body(self) -> type[Request]:
+        """The request body as served: ``request``, with the fields of the task's options model
+        when ``options`` names one (read when asked: the predictor's model, e.g.
+        :class:`~seqlab.tasks.translation.options.TranslateOptions`, which ``request`` inherits;
+        a model extended since is served with its new fields)."""
+        if self.options is None or issubclass(self.request, self.options()):
+            return self.request
+        return _extended(self.request, self.options())
 
     def __post_init__(self) -> None:
         if not self.route.startswith("/") or not self.route[1:].replace("-", "").isalnum():
             raise ValueError(f"a service's route is /name (letters, digits, -), not {self.route!r}")
         if self.panel is not None and not self.panel.is_file():
             raise ValueError(f"the panel script {self.panel} does not exist")
+
+
+@functools.cache
+def _extended(request: type[Request], options: type[BaseModel]) -> type[Request]:
+    """``request`` with the fields of ``options`` (a subclass of the options model it inherits),
+    under the same name."""
+    return type(request.__name__, (request, options), {"__doc__": request.__doc__})
 
 
 # ----------------------------------------------------------------------------- shared helpers
