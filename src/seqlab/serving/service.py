@@ -162,7 +162,8 @@ class OptionsHandler(Handler):
     they are (validated once); :meth:`run` groups the jobs by their options (a frozen model is
     hashable) and answers each group with one call (:meth:`answer`), an error failing that
     group's jobs alone (:func:`run_grouped`). A task writes :meth:`inputs` and :meth:`answer`,
-    and :meth:`check` for its limits.
+    and :meth:`check` for its limits. Every task's handler is one; a command without an options
+    model (:attr:`command` naming none, as the classifiers') has its jobs in one group.
     """
 
     #: the command whose options the request carries (``forecast``)
@@ -221,12 +222,13 @@ def run_grouped(
     return results
 
 
-def run_each(jobs: Sequence[Job], answer: Any) -> list[Any]:
-    """``answer(payload)`` for each job in turn, an exception failing its own job alone."""
+def answer_each(inputs: Sequence[Any], answer: Callable[[Any], Any]) -> list[Any]:
+    """``answer(item)`` for each job's inputs in turn (an :meth:`OptionsHandler.answer` that
+    takes its jobs one by one), an exception failing its own job alone."""
     results: list[Any] = []
-    for job in jobs:
+    for item in inputs:
         try:
-            results.append(answer(job.payload))
+            results.append(answer(item))
         except Exception as exc:  # noqa: BLE001 - this job fails alone
             results.append(exc)
     return results

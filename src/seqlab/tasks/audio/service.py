@@ -18,7 +18,6 @@ model's rate has its warning in ``warnings``.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,13 +28,12 @@ from seqlab.data.audio import AudioError, Clip
 from seqlab.data.wav import wav_info
 from seqlab.serving.limits import LimitExceeded, Limits, check
 from seqlab.serving.service import (
-    Handler,
     InputError,
-    Job,
+    OptionsHandler,
     Request,
     Service,
+    answer_each,
     read_base64,
-    run_each,
     weights,
 )
 
@@ -117,8 +115,21 @@ def _header(data: bytes, where: str, limits: Limits) -> Recording:
     return Recording(data, where, info.seconds, info.rate)
 
 
-class AudioHandler(Handler):
-    """``POST /classify-audio`` for one audio classifier."""
+@dataclass(frozen=True)
+class Recordings:
+    """One request's inputs, read: its recordings (headers checked) and what it asks for beside
+    the labels (request fields, not options of ``seqlab classify``)."""
+
+    recordings: list[Recording]
+    attention: bool
+    features: bool
+
+
+class AudioHandler(OptionsHandler):
+    """``POST /classify-audio`` for one audio classifier. The generic handler: the recordings
+    are its inputs, checked before queuing; the command takes no options model, so the jobs
+    form one group, each job answered on its own (one may hold a recording that cannot be
+    read)."""
 
     def details(self) -> dict[str, Any]:
         p = self.predictor
@@ -131,7 +142,7 @@ class AudioHandler(Handler):
             "temperature": round(float(getattr(p.model, "temperature", 1.0)), 4),
         }
 
-    def prepare(self, request: AudioRequest) -> tuple[Any, int]:
+    def inputs(self, request: AudioRequest) -> tuple[Recordings, int]:
         if request.attention and not self.predictor.has_attention:
             raise InputError(
                 f"model {self.name!r} (model.arch={self.cfg.model.arch}) has no self-attention "
@@ -153,13 +164,13 @@ class AudioHandler(Handler):
             for i, v in enumerate(values, start=1)
             for where in ["audio" if single else f"audio {i}"]
         ]
-        return (recordings, request.attention, request.features), len(recordings)
+        return Recordings(recordings, request.attention, request.features), len(recordings)
 
-    def run(self, jobs: Sequence[Job]) -> list[Any]:
-        return run_each(jobs, self._answer)
+    def answer(self, inputs: list[Recordings], options: None) -> list[Any]:
+        return answer_each(inputs, self._answer)
 
-    def _answer(self, work: tuple[list[Recording], bool, bool]) -> AudioResponse:
-        recordings, attention, features = work
+    def _answer(self, work: Recordings) -> AudioResponse:
+        recordings, attention, features = work.recordings, work.attention, work.features
         p = self.predictor
         clips: list[Clip] = []
         for r in recordings:

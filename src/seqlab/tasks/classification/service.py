@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,10 @@ from seqlab.data.images import ImageTooLarge
 from seqlab.errors import SeqlabError
 from seqlab.serving.limits import LimitExceeded, check
 from seqlab.serving.service import (
-    Handler,
     InputError,
-    Job,
     LayerHeads,
     Matrix,
+    OptionsHandler,
     Request,
     Service,
     read_base64,
@@ -65,15 +63,20 @@ class ClassifyResponse(BaseModel):
     warnings: list[str] = warnings_field()
 
 
-@dataclass
-class ClassifyWork:
+@dataclass(frozen=True)
+class ClassifyInputs:
+    """One request's inputs, read: its texts or its image files, and whether it asks for
+    attention (a request field, not an option of ``seqlab classify``)."""
+
     items: list[str] | list[bytes]
     attention: bool
 
 
-class ClassificationHandler(Handler):
+class ClassificationHandler(OptionsHandler):
     """``POST /classify``: labels and probabilities of texts or images, and self-attention
-    (and, for a ViT, attention rollout over the image; Abnar & Zuidema 2020)."""
+    (and, for a ViT, attention rollout over the image; Abnar & Zuidema 2020). The generic
+    handler: the classifiers' command takes no options model, so every job is in one group and
+    the batch's texts (or images) are classified by one call of the predictor."""
 
     def details(self) -> dict[str, Any]:
         p = self.predictor
@@ -84,7 +87,7 @@ class ClassificationHandler(Handler):
             "attention": p.attention_kinds,
         }
 
-    def prepare(self, request: ClassifyRequest) -> tuple[ClassifyWork, int]:
+    def inputs(self, request: ClassifyRequest) -> tuple[ClassifyInputs, int]:
         p = self.predictor
         if request.attention and not p.attention_kinds:
             raise InputError(
@@ -111,7 +114,7 @@ class ClassificationHandler(Handler):
             if request.image is not None:
                 raise InputError(f"model {self.name!r} classifies text: send text, not image")
             items = read_texts(request.text, self.limits)
-        return ClassifyWork(items, request.attention), len(items)
+        return ClassifyInputs(items, request.attention), len(items)
 
     def _image(self, data: bytes, where: str) -> tuple[Tensor, str | None]:
         """An uploaded image as the predictor reads it: its pixel count, from the header, within
@@ -130,24 +133,25 @@ class ClassificationHandler(Handler):
         except SeqlabError:
             raise InputError(f"{where} is not an image file PIL can read") from None
 
-    def run(self, jobs: Sequence[Job]) -> list[Any]:
+    def answer(self, inputs: list[ClassifyInputs], options: None) -> list[Any]:
+        """The jobs' texts (or images) classified together; a job whose image cannot be read
+        fails alone."""
         p = self.predictor
-        results: list[Any] = [None] * len(jobs)
-        inputs: list[Any] = []  # per job that can run: its texts or its images (N, C, H, W)
+        results: list[Any] = [None] * len(inputs)
+        read: list[Any] = []  # per job that can run: its texts or its images (N, C, H, W)
         notes: list[list[str]] = []
         live = []
-        for j, job in enumerate(jobs):
-            w: ClassifyWork = job.payload
+        for j, job in enumerate(inputs):
             try:
                 if p.images:
                     decoded = [
                         self._image(x, f"image {i}")  # type: ignore[arg-type]
-                        for i, x in enumerate(w.items, start=1)
+                        for i, x in enumerate(job.items, start=1)
                     ]
-                    inputs.append(torch.stack([x for x, _ in decoded]))
+                    read.append(torch.stack([x for x, _ in decoded]))
                     notes.append([f"image {i}: {n}" for i, (_, n) in enumerate(decoded, 1) if n])
                 else:
-                    inputs.append(list(w.items))
+                    read.append(list(job.items))
                     notes.append([])
                 live.append(j)
             except Exception as exc:  # noqa: BLE001 - this job fails alone
@@ -155,21 +159,21 @@ class ClassificationHandler(Handler):
         if not live:
             return results
         if p.images:
-            probs = p.probabilities(torch.cat(inputs), batch_size=self.limits.max_batch)
+            probs = p.probabilities(torch.cat(read), batch_size=self.limits.max_batch)
         else:
-            probs = p.probabilities([t for x in inputs for t in x], self.limits.max_batch)
+            probs = p.probabilities([t for x in read for t in x], self.limits.max_batch)
         start = 0
-        for j, x, job_notes in zip(live, inputs, notes, strict=True):
+        for j, x, job_notes in zip(live, read, notes, strict=True):
             n = len(x)
             try:
-                results[j] = self._response(jobs[j].payload, x, probs[start : start + n], job_notes)
+                results[j] = self._response(inputs[j], x, probs[start : start + n], job_notes)
             except Exception as exc:  # noqa: BLE001
                 results[j] = exc
             start += n
         return results
 
     def _response(
-        self, work: ClassifyWork, inputs: Any, probs: Tensor, notes: list[str]
+        self, job: ClassifyInputs, items: Any, probs: Tensor, notes: list[str]
     ) -> ClassifyResponse:
         labels = self.predictor.labels
         out = []
@@ -181,10 +185,10 @@ class ClassificationHandler(Handler):
                     probability=float(row[best]),
                     probabilities={lab: float(q) for lab, q in zip(labels, row, strict=True)},
                     notes=[n for n in notes if n.startswith(f"image {i + 1}:")],
-                    attention=self._attention(inputs[i]) if work.attention else None,
+                    attention=self._attention(items[i]) if job.attention else None,
                 )
             )
-        unknown = [] if self.predictor.images else unknown_warnings(self.predictor, inputs)
+        unknown = [] if self.predictor.images else unknown_warnings(self.predictor, items)
         return ClassifyResponse(model=self.name, results=out, warnings=unknown)
 
     def _attention(self, item: str | Tensor) -> ClassAttention:

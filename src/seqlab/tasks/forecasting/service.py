@@ -16,7 +16,13 @@ from pydantic import BaseModel, Field
 
 from seqlab.data.series import CsvSettings, parse_series_csv
 from seqlab.serving.limits import check
-from seqlab.serving.service import InputError, OptionsHandler, Request, Service
+from seqlab.serving.service import (
+    InputError,
+    OptionsHandler,
+    Request,
+    Service,
+    answer_each,
+)
 from seqlab.tasks.forecasting.options import ForecastOptions
 from seqlab.tasks.forecasting.task import Forecaster
 
@@ -72,13 +78,7 @@ class ForecastHandler(OptionsHandler):
 
     def answer(self, inputs: list[Any], options: ForecastOptions) -> list[Any]:
         """Each series forecast on its own (one may diverge alone)."""
-        out: list[Any] = []
-        for series in inputs:
-            try:
-                out.append(self._forecast(series, options))
-            except Exception as exc:  # noqa: BLE001 - this job fails alone
-                out.append(exc)
-        return out
+        return answer_each(inputs, lambda series: self._forecast(series, options))
 
     def _forecast(self, series: list[float] | str, options: ForecastOptions) -> ForecastResponse:
         history = series

@@ -1,7 +1,7 @@
 """Scoring translations: sacreBLEU BLEU and chrF with their signatures, the paper-style BLEU
 (:func:`score_translations`), the pairs :meth:`~seqlab.tasks.translation.Translator.score`
-takes (:func:`check_pairs`), and ``seqlab evaluate`` (:func:`evaluate`,
-behind :meth:`~seqlab.tasks.translation.Translator.evaluate`)."""
+takes (:func:`check_pairs`), and what ``seqlab evaluate`` scores (:class:`EvaluationSet`,
+read and reported by :meth:`~seqlab.tasks.translation.Translator.evaluate`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from seqlab.storage.text import own_data, read_lines
 from seqlab.tasks.paper_bleu import paper_bleu
 from seqlab.tasks.report import Report
 from seqlab.tasks.translation import artefacts
-from seqlab.tasks.translation.decoding import as_sentences
+from seqlab.tasks.translation.decoding import SourceReader, as_sentences
 from seqlab.tasks.translation.engines import SEQLAB
 from seqlab.tasks.translation.options import DecodeOptions
 
@@ -111,36 +111,47 @@ class TranslationReport(Report):
         )
 
 
-def evaluate(
-    translator: Any,
-    split: str | None,
-    files: Mapping[str, str],
-    options: Any,
-    decode: DecodeConfig,
-    engine: Mapping[str, Any],
-    output: str | Path | None = None,
-    force: bool = False,
-) -> TranslationReport:
-    """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (reads the data) or
-    on ``files={"src": FILE, "ref": FILE}``, translated by ``translator`` (a
-    :class:`~seqlab.tasks.translation.Translator`) with the decoding ``options`` (checked, and
-    worked out as ``decode``) on ``engine`` (``{"engine": ..., "quantize": ...}``); ``output``:
-    also write the translations there (atomically), by the rule of ``--output``
-    (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not write is refused before any
-    work unless ``force``). Unknown tokens of ``src`` are reported by
-    ``FILE:LINE`` (those of the run's own data are not: its vocabulary was built leaving them
-    out). :meth:`~seqlab.tasks.translation.Translator.evaluate` calls this."""
-    read = {f"--{k}": v for k, v in files.items()}
-    written = api_output_file(output, "output", force, read)  # checked now, before any work
-    if files:
+@dataclass(frozen=True)
+class EvaluationSet:
+    """What ``seqlab evaluate`` scores: source sentences and their references, from a split of
+    the run's dataset or from ``--src``/``--ref`` (``source``: ``{"split": ...}`` or the
+    files, as the report names them)."""
+
+    sources: list[str]
+    references: list[str]
+    source: dict[str, str]
+
+    @property
+    def own(self) -> bool:
+        """Whether these are the run's own data (a split), read by its dataset's rules."""
+        return "split" in self.source
+
+    @classmethod
+    def read(
+        cls,
+        cfg: ExperimentConfig,
+        split: str | None,
+        files: Mapping[str, str],
+        reader: SourceReader,
+    ) -> EvaluationSet:
+        """A ``split`` of the dataset of ``cfg`` (reads the data) or ``files={"src": FILE,
+        "ref": FILE}``, whose unknown tokens (by ``reader``, the source vocabulary's) are
+        reported by ``FILE:LINE`` (those of the run's own data are not: its vocabulary was built
+        leaving them out)."""
+        if not files:
+            assert split is not None
+            splits = artefacts.load_pairs(cfg)  # the module's name: tests replace it
+            if split not in splits:
+                raise SeqlabError(
+                    f"{cfg.data.dataset} has no {split!r} split; choose from {', '.join(splits)}"
+                )
+            pairs = splits[split]
+            return cls([s for s, _ in pairs], [t for _, t in pairs], {"split": split})
         if set(files) != {"src", "ref"}:
             raise SeqlabError(
                 "--src and --ref go together: the source sentences and their references"
             )
-        sources, references = (
-            read_lines(files["src"], "--src"),
-            read_lines(files["ref"], "--ref"),
-        )
+        sources, references = read_lines(files["src"], "--src"), read_lines(files["ref"], "--ref")
         if not sources and not references:
             raise SeqlabError(
                 f"--src {files['src']} and --ref {files['ref']} are empty: there is nothing "
@@ -151,37 +162,23 @@ def evaluate(
                 f"--src {files['src']} has {len(sources)} lines but --ref {files['ref']} has "
                 f"{len(references)}; they must pair up line by line"
             )
-        source = dict(files)
-        warn_unknown(
-            (
-                (f"{files['src']}:{n}", translator.unknown_tokens(s))
-                for n, s in enumerate(sources, start=1)
-            ),
-            2,
-        )
-    else:
-        assert split is not None
-        splits = artefacts.load_pairs(translator.cfg)  # the module's name: tests replace it
-        if split not in splits:
-            raise SeqlabError(
-                f"{translator.cfg.data.dataset} has no {split!r} split; choose from "
-                f"{', '.join(splits)}"
-            )
-        sources, references = [s for s, _ in splits[split]], [t for _, t in splits[split]]
-        source = {"split": split}
-    # --src: unknown tokens reported above, by line; a split: the run's own data
-    with quiet_unknown(), own_data() if not files else contextlib.nullcontext():
-        scores = translator.score(sources, references, options, **engine)
-    outputs = scores.pop("translations")
-    scores["beam_size"] = decode.beam_size if decode.strategy == "beam" else 1
-    if decode.strategy == "beam":
-        scores["length_penalty"] = decode.length_penalty
-    report = TranslationReport(translator.checkpoint, source, scores, outputs=outputs)
-    report.check_finite()
-    if output:
-        with written:
-            atomic_write_text(output, "".join(o + "\n" for o in outputs))
-    return report
+        lines = enumerate(sources, start=1)
+        warn_unknown(((f"{files['src']}:{n}", reader.read(s).unknown) for n, s in lines), 2)
+        return cls(sources, references, dict(files))
+
+    def report(
+        self, checkpoint: str | None, scores: dict[str, Any], decode: DecodeConfig
+    ) -> TranslationReport:
+        """The report of ``scores`` (:meth:`Scoring.score`'s, with its ``translations``) of the
+        checkpoint ``checkpoint`` decoding by ``decode``, checked to hold finite numbers."""
+        scores = dict(scores)
+        outputs = scores.pop("translations")
+        scores["beam_size"] = decode.beam_size if decode.strategy == "beam" else 1
+        if decode.strategy == "beam":
+            scores["length_penalty"] = decode.length_penalty
+        report = TranslationReport(checkpoint, self.source, scores, outputs=outputs)
+        report.check_finite()
+        return report
 
 
 class Scoring:
@@ -245,19 +242,23 @@ class Scoring:
     ) -> TranslationReport:
         """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``)
         or on ``files={"src": FILE, "ref": FILE}`` (``options``, or ``beam=``,
-        ``length_penalty=``); ``output``: also write the translations there (atomically; a file
-        seqlab did not write only with ``force``): :func:`evaluate`."""
+        ``length_penalty=``); ``output``: also write the translations there (atomically), by the
+        rule of ``--output`` (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not
+        write is refused before any work unless ``force``): :class:`EvaluationSet`."""
         chosen = self.options_of("evaluate", options, keywords)
         decode = self.decoding(chosen)
         self.check_use(engine, quantize)
         split, files = self._source(split, files, "val")
-        return evaluate(
-            self,
-            split,
-            files,
-            chosen,
-            decode,
-            {"engine": engine, "quantize": quantize},
-            output,
-            force,
-        )
+        read = {f"--{k}": v for k, v in files.items()}
+        written = api_output_file(output, "output", force, read)  # checked now, before any work
+        data = EvaluationSet.read(self.cfg, split, files, self.reader)
+        # --src: unknown tokens reported when read, by line; a split: the run's own data
+        with quiet_unknown(), own_data() if data.own else contextlib.nullcontext():
+            scores = self.score(
+                data.sources, data.references, chosen, engine=engine, quantize=quantize
+            )
+        report = data.report(self.checkpoint, scores, decode)
+        if output:
+            with written:
+                atomic_write_text(output, "".join(o + "\n" for o in report.outputs))
+        return report

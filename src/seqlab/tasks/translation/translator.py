@@ -44,7 +44,7 @@ from seqlab.tasks.translation.engines import (
     engine_decodes,
     engine_name,
 )
-from seqlab.tasks.translation.ensemble import Member, ensemble_members
+from seqlab.tasks.translation.ensemble import Joining, Member
 from seqlab.tasks.translation.options import (
     OPTIONS,
     USAGE,
@@ -113,8 +113,9 @@ class Translator(scoring.Scoring, Predictor):
         ``names`` in messages) as one translator whose model is their
         :class:`~seqlab.models.ensemble.Ensemble` (the mean of next-token probabilities);
         tokenising, decoding and precision stay this run's
-        (:func:`~seqlab.tasks.translation.ensemble.ensemble_members`)."""
-        members = ensemble_members(self, others, names, which)
+        (:class:`~seqlab.tasks.translation.ensemble.Joining`)."""
+        mine = str(self.run.run_dir) if self.run is not None else "this run"
+        members = Joining(type(self), self.vocabs, mine).members(others, names, which)
         models = [self.model, *(o.model for o in members)]  # type: ignore[attr-defined]
         joined = Translator(Ensemble(models).eval(), self.cfg, self.vocabs, self.run)
         joined.precision = self.precision
