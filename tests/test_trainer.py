@@ -29,7 +29,7 @@ from seqlab.storage.training_state import TrainingState
 from seqlab.training.budget import Budget
 from seqlab.training.callbacks import MetricsLog, ProgressBar, read_metrics
 from seqlab.training.trainer import Callback, LossOutput, Trainer, TrainingDiverged
-from tiny_runs import lm_raw
+from tiny_runs import ToyData, lm_raw
 
 ROOT = Path(__file__).resolve().parents[1]
 #: two processes vs one accumulating: the same sums in another order (and, in bf16, matrix
@@ -144,21 +144,6 @@ def test_run_dir_with_checkpoints_is_not_overwritten(tmp_path):
     train(config_from_dict(raw), tmp_path / "run")
     with pytest.raises(Exception, match="already holds checkpoints.*--resume"):
         train(config_from_dict(raw), tmp_path / "run")
-
-
-class ToyData:
-    carries_state = False
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __len__(self):
-        return 10
-
-    def __iter__(self):
-        g = torch.Generator().manual_seed(self.epoch)
-        for _ in range(10):
-            yield torch.randn(8, 3, generator=g)
 
 
 def test_log_records_the_mean_gradient_norm_before_clipping_and_the_clipped_fraction(tmp_path):

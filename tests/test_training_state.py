@@ -14,23 +14,7 @@ from seqlab.storage.checkpoints import FORMAT
 from seqlab.storage.rundir import RunDir
 from seqlab.storage.training_state import FILE_KEYS, TrainingState
 from seqlab.training.trainer import Callback, Trainer
-
-
-class ToyData:
-    """Ten minibatches of 8 random 3-vectors per epoch, a pure function of the epoch."""
-
-    carries_state = False
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __len__(self):
-        return 10
-
-    def __iter__(self):
-        g = torch.Generator().manual_seed(self.epoch)
-        for _ in range(10):
-            yield torch.randn(8, 3, generator=g)
+from tiny_runs import ToyData
 
 
 class Counted(TrainingState):

@@ -315,3 +315,20 @@ class RunsByName:
 
     def __truediv__(self, name: str) -> Path:
         return self.runs[self.names[name]] if name in self.names else self.runs.root / name
+
+
+class ToyData:
+    """Ten minibatches of 8 random 3-vectors per epoch, a pure function of the epoch."""
+
+    carries_state = False
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return 10
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(self.epoch)
+        for _ in range(10):
+            yield torch.randn(8, 3, generator=g)
