@@ -12,7 +12,7 @@ export SEQLAB_DATA_DIR ?= $(SHARED_DATA)
 endif
 export PYTHONHASHSEED := 0
 
-.PHONY: install test check format demo bench docs figures clean
+.PHONY: install test check format demo bench docs figures lab clean
 
 install: $(STAMP)
 
@@ -40,6 +40,16 @@ check: install
 # are generated from the code at build time). NO_MKDOCS_2_WARNING: Material's notice about mkdocs 2.
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean
+
+# The tutorials in JupyterLab (installed into .venv on first use): a double click opens a page (.md)
+# as a notebook, jupytext's viewer made the default for Markdown by docs/tutorials/.jupyter/
+# (copied into the environment, so that .venv/bin/jupyter lab alone does the same).
+LABCONFIG := $(VENV)/etc/jupyter/labconfig/default_setting_overrides.json
+lab: install
+	$(PY) -c 'import jupyterlab' 2>/dev/null || $(PY) -m pip install -q jupyterlab jupytext
+	mkdir -p $(dir $(LABCONFIG))
+	cp docs/tutorials/.jupyter/labconfig/default_setting_overrides.json $(LABCONFIG)
+	$(VENV)/bin/jupyter lab docs/tutorials
 
 # Every figure on the docs site, each redrawn by the command shown beside it (~20 min on 2 cores:
 # the tutorials at their full budget, the serving page, the site's screenshots, and the Multi30k

@@ -34,6 +34,15 @@ milliseconds computing instead (the worker's CPU time, the GIL released): what t
 cost alone does to the stack on the shared cores. Each level also reports the
 server's CPU time per request (``server_cpu_ms_per_request``).
 
+**The HTTP floor** (``--instant --bare``): the same run also serves the same instant model from a
+bare Starlette application on the same uvicorn (:func:`bare_app`: one ``Route``, no middleware
+of its own, the body parsed by the same request model, prepared by the same handler, batched by
+the same batcher and answered with the same JSON, serialised by pydantic), and measures it level
+by level right after seqlab's server (both processes up, one loaded at a time). Each level then
+holds ``bare`` (the same fields) and ``ratio_to_bare``: what seqlab's own HTTP path (its routes,
+error mapping, body limit, keys, duplicate-key check) leaves of the bare route's throughput.
+Goal (issue 48): ≥ 0.8 at 32 clients.
+
 Writes ``benchmarks/results/serve_load.json`` (``--out``; ``serve_load_instant.json`` with
 ``--instant``, ``serve_load_instant_latency<MS>ms.json`` with a latency), with the machine it ran
 on.
@@ -126,12 +135,60 @@ class InstantEngine:
         return [self.answer for _ in batch]
 
 
+def bare_app(models: dict[str, Any], limits: Limits) -> Any:
+    """The floor of ``POST /translate`` over HTTP: a bare Starlette application (one route, no
+    middleware of its own) answering with the same JSON from the same model, through the same
+    request model, handler and batcher as seqlab's server, and nothing else: no error mapping,
+    no body limit, no key, no duplicate-key check (a bad request is a 500 here). ``/health`` and
+    ``/models`` answer what this benchmark reads of them."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from seqlab.serve.app import Server
+    from seqlab.tasks.translation.service import SERVICE
+
+    server = Server(models, limits, {"engine": "ctranslate2"}, None)
+    handler, batcher = server.handlers["bench"], server.batchers["bench"]
+    body_model = SERVICE.body
+
+    async def translate(request: Any) -> Response:
+        work, size = handler.prepare(body_model.model_validate_json(await request.body()))
+        result = await batcher.submit(work, size).future
+        return Response(
+            result.__pydantic_serializer__.to_json(result), media_type="application/json"
+        )
+
+    async def health(request: Any) -> JSONResponse:
+        return JSONResponse(
+            {"batches": {"bench": batcher.batches}, "texts": {"bench": batcher.texts}}
+        )
+
+    async def models_(request: Any) -> JSONResponse:
+        return JSONResponse({"models": [{"engine": handler.engine, "workers": handler.workers}]})
+
+    return Starlette(
+        routes=[
+            Route("/translate", translate, methods=["POST"]),
+            Route("/health", health),
+            Route("/models", models_),
+        ]
+    )
+
+
 def serve_instant(
-    run: Path, port: int, workers: int, latency_ms: float, busy: bool, limits: dict[str, Any]
+    run: Path,
+    port: int,
+    workers: int,
+    latency_ms: float,
+    busy: bool,
+    limits: dict[str, Any],
+    bare: bool = False,
 ) -> None:
     """``seqlab serve RUN --quiet`` with :class:`InstantEngine` in place of the model's engine
     (this process is the server of ``--instant``): the server takes it for a CTranslate2 engine
-    of ``workers`` workers, as it does the real one, and has the real server's ``limits``."""
+    of ``workers`` workers, as it does the real one, and has the real server's ``limits``;
+    ``bare``: the same model served by :func:`bare_app` instead."""
     import uvicorn
 
     from seqlab.serve.app import create_app, load_models
@@ -142,7 +199,10 @@ def serve_instant(
     engine = InstantEngine(first, workers, latency_ms / 1000, busy)
     translator.engine = lambda *args, **kwargs: engine  # every engine setting answers at once
     translator.ctranslate2_engine = lambda *args, **kwargs: engine  # and has its workers
-    app = create_app(models, engine="ctranslate2", limits=Limits(**limits))
+    if bare:
+        app = bare_app(models, Limits(**limits))
+    else:
+        app = create_app(models, engine="ctranslate2", limits=Limits(**limits))
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     uvicorn.Server(config).run()
 
@@ -265,6 +325,37 @@ async def load_level(
     }
 
 
+def wait_until_up(process: subprocess.Popen, url: str) -> None:
+    """Wait (up to a minute) until the server answers ``/health``."""
+    for _ in range(600):
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            if process.poll() is not None:
+                raise RuntimeError("the server exited: " + process.stderr.read()) from None
+            time.sleep(0.1)
+    raise RuntimeError(f"the server at {url} did not answer /health within a minute")
+
+
+def measure(
+    pid: int, url: str, sentences: list[str], clients: int, requests: int, seconds: float
+) -> dict:
+    """One level against the server ``pid`` at ``url`` (:func:`load_level`), with where the cores
+    went (the server's CPU, all its threads, and these clients') and the batches it formed."""
+    before = httpx.get(f"{url}/health").json()
+    cpu = cpu_seconds(pid), cpu_seconds(os.getpid())
+    r = asyncio.run(load_level(url, "bench", sentences, clients, requests, seconds))
+    after = httpx.get(f"{url}/health").json()
+    r["server_cpu_s"] = cpu_seconds(pid) - cpu[0]
+    r["client_cpu_s"] = cpu_seconds(os.getpid()) - cpu[1]
+    r["server_cpu_ms_per_request"] = 1000 * r["server_cpu_s"] / max(r["requests"], 1)
+    r["batches"] = batches = after["batches"]["bench"] - before["batches"]["bench"]
+    r["mean_batch"] = (after["texts"]["bench"] - before["texts"]["bench"]) / max(batches, 1)
+    r["rss_after_mb"] = rss_bytes(pid) / 2**20
+    return r
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, required=True, help="a translation run directory")
@@ -296,7 +387,17 @@ def main() -> int:
         help="with --instant-latency: spend those milliseconds computing (that much of the "
         "worker's CPU time, the GIL released) instead of asleep: the real model's CPU cost alone",
     )
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="with --instant: also measure a bare Starlette route on the same uvicorn, serving the "
+        "same instant model and JSON (each level's `bare` and `ratio_to_bare`)",
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=5000, help="warm-up requests at the highest concurrency"
+    )
     parser.add_argument("--serve-instant", type=int, help=argparse.SUPPRESS)  # the server side
+    parser.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--batch-wait-ms", type=float, help="the server's --batch-wait-ms (default: its own)"
     )
@@ -312,12 +413,15 @@ def main() -> int:
             args.instant_latency,
             args.instant_busy,
             args.serve_limits,
+            args.serve_bare,
         )
         return 0
     if args.instant_latency < 0 or (args.instant_latency and not args.instant):
         parser.error("--instant-latency takes milliseconds >= 0, with --instant")
     if args.instant_busy and not args.instant_latency:
         parser.error("--instant-busy spends --instant-latency computing: give both")
+    if args.bare and not args.instant:
+        parser.error("--bare measures the instant model's floor: give --instant too")
     stem = "serve_load_instant" if args.instant else "serve_load"
     if args.instant_latency:
         stem += f"_{'busy' if args.instant_busy else 'latency'}{args.instant_latency:g}ms"
@@ -357,74 +461,80 @@ def main() -> int:
     base = offline(model, sentences, engine, args.batch_size, threads)
     print(f"offline translate: {base['sentences_per_s']:.1f} sentences/s", flush=True)
 
-    port = free_port()
-    argv = [sys.executable, "-m", "seqlab", "serve", f"bench={args.run}", "--port", str(port)]
-    argv += ["--engine", args.engine, "--threads", str(threads), "--quiet"]
     limits: dict[str, Any] = {"max_batch": args.batch_size, "max_queue": max(levels) * 4}
     if args.batch_wait_ms is not None:
         limits["batch_wait_ms"] = args.batch_wait_ms
-    argv += [a for k, v in limits.items() for a in (f"--{k.replace('_', '-')}", str(v))]
-    argv += [a for arg in args.server_arg for a in arg.split()]
-    if args.instant:
+
+    def command(port: int, bare: bool = False) -> list[str]:
+        """The server's command line: ``seqlab serve``, or this script serving an instant model
+        (seqlab's server, or the bare Starlette route with ``bare``)."""
+        if not args.instant:
+            argv = [sys.executable, "-m", "seqlab", "serve", f"bench={args.run}"]
+            argv += ["--port", str(port), "--engine", args.engine, "--threads", str(threads)]
+            argv += ["--quiet"]
+            argv += [a for k, v in limits.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+            return argv + [a for arg in args.server_arg for a in arg.split()]
         argv = [sys.executable, __file__, "--run", str(args.run), "--serve-instant", str(port)]
         argv += ["--serve-workers", str(engine_workers() if use_ct2 else 1)]
         argv += ["--instant-latency", str(args.instant_latency)]
-        argv += ["--instant-busy"] * args.instant_busy
-        argv += ["--serve-limits", json.dumps(limits)]
+        argv += ["--instant-busy"] * args.instant_busy + ["--serve-bare"] * bare
+        return argv + ["--serve-limits", json.dumps(limits)]
+
     env = {**os.environ}
     if args.instant_busy:  # its products on the worker's thread alone, as the real engine's
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    server = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
     results: list[dict] = []
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                if server.poll() is not None:
-                    raise RuntimeError("seqlab serve exited: " + server.stderr.read()) from None
-                time.sleep(0.1)
+        for kind in ["seqlab", "bare"] if args.bare else ["seqlab"]:
+            port = free_port()
+            process = subprocess.Popen(
+                command(port, kind == "bare"), env=env, stderr=subprocess.PIPE, text=True
+            )
+            servers[kind] = process, f"http://127.0.0.1:{port}"
+        for process, url in servers.values():
+            wait_until_up(process, url)
+        server, url = servers["seqlab"]
         info = httpx.get(f"{url}/models").json()["models"][0]
         rss_loaded = rss_bytes(server.pid)
         # warm-up at the highest concurrency: the engine's buffers grow to the largest batch
         # once; what grows after that, over the levels, is what the leak goal measures
-        top = max(levels)
-        asyncio.run(load_level(url, "bench", sentences, top, 5000, 60))
+        for _, url in servers.values():
+            asyncio.run(load_level(url, "bench", sentences, max(levels), args.warmup, 60))
         rss_start = rss_bytes(server.pid)
         for clients in levels:
-            before = httpx.get(f"{url}/health").json()
-            cpu = cpu_seconds(server.pid), cpu_seconds(os.getpid())
-            r = asyncio.run(
-                load_level(url, "bench", sentences, clients, args.requests, args.seconds)
-            )
-            after = httpx.get(f"{url}/health").json()
-            # where the cores went: the server (all its threads) and these clients
-            r["server_cpu_s"] = cpu_seconds(server.pid) - cpu[0]
-            r["client_cpu_s"] = cpu_seconds(os.getpid()) - cpu[1]
-            r["server_cpu_ms_per_request"] = 1000 * r["server_cpu_s"] / max(r["requests"], 1)
-            batches = after["batches"]["bench"] - before["batches"]["bench"]
-            r["batches"] = batches
-            r["mean_batch"] = (after["texts"]["bench"] - before["texts"]["bench"]) / max(batches, 1)
-            r["rss_after_mb"] = rss_bytes(server.pid) / 2**20
-            answers = r.pop("answers")
-            if not args.instant:  # an instant model answers the same text to every sentence
-                r["differ_from_offline"] = sum(base["outputs"][i] != t for i, t in answers.items())
-            r["ratio_to_offline"] = r["sentences_per_s"] / base["sentences_per_s"]
-            results.append(r)
-            print(
-                f"{clients:3d} clients: {r['sentences_per_s']:8.1f} sentences/s "
-                f"({r['ratio_to_offline']:.2f}× offline), p50 {r['latency_p50_ms']:.1f} ms, "
-                f"p99 {r['latency_p99_ms']:.1f} ms, {r['errors']} errors, "
-                f"{r['requests']} requests, mean batch {r['mean_batch']:.1f}, CPU s server "
-                f"{r['server_cpu_s']:.0f} client {r['client_cpu_s']:.0f} of {len(os.sched_getaffinity(0)) * r['seconds']:.0f}, RSS {r['rss_after_mb']:.0f} MiB",
-                flush=True,
-            )
+            for kind, (process, url) in servers.items():  # seqlab's, then the bare route's
+                r = measure(process.pid, url, sentences, clients, args.requests, args.seconds)
+                answers = r.pop("answers")
+                if not args.instant:  # an instant model answers the same text to every sentence
+                    r["differ_from_offline"] = sum(
+                        base["outputs"][i] != t for i, t in answers.items()
+                    )
+                r["ratio_to_offline"] = r["sentences_per_s"] / base["sentences_per_s"]
+                if kind == "bare":
+                    results[-1]["bare"] = r
+                    results[-1]["ratio_to_bare"] = (
+                        results[-1]["sentences_per_s"] / r["sentences_per_s"]
+                    )
+                else:
+                    results.append(r)
+                print(
+                    f"{clients:3d} clients, {kind:6s}: {r['sentences_per_s']:8.1f} sentences/s "
+                    f"({r['ratio_to_offline']:.2f}× offline), p50 {r['latency_p50_ms']:.1f} ms, "
+                    f"p99 {r['latency_p99_ms']:.1f} ms, {r['errors']} errors, "
+                    f"{r['requests']} requests, mean batch {r['mean_batch']:.1f}, server CPU "
+                    f"{r['server_cpu_ms_per_request']:.3f} ms/request, client "
+                    f"{r['client_cpu_s']:.1f} s, RSS {r['rss_after_mb']:.0f} MiB",
+                    flush=True,
+                )
+            if "ratio_to_bare" in results[-1]:
+                print(f"{clients:3d} clients: {results[-1]['ratio_to_bare']:.2f}× the bare route")
         rss_end = rss_bytes(server.pid)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        for process, _ in servers.values():
+            process.terminate()
+        for process, _ in servers.values():
+            process.wait(timeout=60)
     # offline again with the server stopped: the reference is the faster of the two, so that
     # a slow moment of the machine during the first cannot flatter the ratios
     again = offline(model, sentences, engine, args.batch_size, threads)
@@ -448,6 +558,16 @@ def main() -> int:
         "server_limits": limits,
         "offline": {k: v for k, v in base.items() if k != "outputs"},
         "levels": results,
+        "bare": "the same instant model from a bare Starlette route on the same uvicorn (each "
+        "level's `bare`, `ratio_to_bare`)"
+        if args.bare
+        else None,
+        "seqlab": subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        + (f" (seqlab from {os.environ['PYTHONPATH']})" if os.environ.get("PYTHONPATH") else ""),
         "rss_loaded_mb": rss_loaded / 2**20,
         "rss_start_mb": rss_start / 2**20,
         "rss_end_mb": rss_end / 2**20,
@@ -455,6 +575,7 @@ def main() -> int:
         "requests_total": sum(r["requests"] for r in results),
         "goals": {
             "ratio_at_32_clients": ">= 0.8",
+            "ratio_to_bare_at_32_clients": ">= 0.8" if args.bare else None,
             "errors": 0,
             "rss_growth_over_10000_requests": "< 0.05",
         },

@@ -1,181 +1,252 @@
-"""Decoding the 1,014 Multi30k validation sentences: seqlab against CTranslate2, in one process.
+"""Decoding speed as users get it: seqlab's own search against CTranslate2, each engine in its own
+process, warm and cold.
 
-One trained en→de Transformer (``--run``, default the README's
-``runs/m30-en-de-transformer``), greedy and beam 5, three engines:
+One trained en→de Transformer (``--run``, default the README's ``runs/m30-en-de-transformer``)
+decodes the Multi30k validation sentences repeated ``--repeat-val`` times (4 × 1,014 = 4,056 by
+default), greedy and beam 5, with every engine:
 
-- ``seqlab``: seqlab's own cached search in PyTorch, fp32 (the inference default);
-- ``seqlab-bf16``: the same in bf16 (``--precision bf16``; emulated, so slow, without native bf16);
-- ``ct2-fp32``: the model exported to CTranslate2, float32;
-- ``ct2-int8``: the same export, int8 weights (CTranslate2 ``compute_type="int8"``).
+- ``seqlab``: seqlab's own search in PyTorch, fp32;
+- ``seqlab-bf16``: the same in bf16, only where the CPU computes bf16 natively (AVX512_BF16 or
+  AMX; elsewhere it is emulated, ~10× slower, and left out);
+- ``ct2-fp32``: the model exported to CTranslate2 (``seqlab translate --engine ctranslate2``);
+- ``ct2-int8``: the same with int8 weights (``--quantize int8``).
 
-Every engine gets the same sentences in the same batches (``--batch-size``, sorted by length),
-the same threads (PyTorch's and CTranslate2's ``intra_threads``), one warm-up pass, then the best
-of ``--repeats`` timed passes, the engines taking turns. Reported: sentences/s, target tokens/s
-(tokens produced, ``<eos>`` included), BLEU (sacreBLEU, cased, detokenised) and the ratios to
-seqlab. Goals (issue): seqlab ≥ CTranslate2 fp32's throughput; int8 ≥ 2× seqlab with BLEU within
-0.3.
+**Fair.** Each measurement runs in a fresh process of its own: two engines in one process share
+neither cores nor an OpenMP runtime fairly (once PyTorch's pool has started, CTranslate2's
+threads slow several-fold; ``seqlab.export.ctranslate2.give_cores_to_ctranslate2``). Each engine
+gets the layout of the machine's cores that is fastest for it among those seqlab offers
+(``seqlab translate --threads T --workers W``: W batches decoded at once, each by T / W
+threads — CTranslate2's ``inter_threads`` × ``intra_threads``): every layout is timed warm, the
+best is kept and named, and the cold runs use it.
 
-    SEQLAB_DATA_DIR=../shared/data .venv/bin/python benchmarks/translation_decoding.py [--threads 2]
+- **warm**: the Python API in a fresh process (``Translator.hypotheses``), one warm-up pass over
+  the first 256 sentences, then the best of ``--repeats`` timed passes over all of them;
+- **cold**: ``seqlab translate --run RUN --input FILE ...`` as a user runs it, the process's whole
+  wall time (Python start, imports, loading, the export cache already written, decoding,
+  printing), best of ``--repeats``; ``startup`` is the same command on one sentence.
 
-Writes ``benchmarks/results/translation_decoding.json``, with the machine it ran on.
+Reported: seconds, sentences/s, BLEU of the output (sacreBLEU against the references, the same
+for every repeat of the validation set) and every engine's speed over CTranslate2 fp32's. Goals
+(issue): seqlab ≥ 1.0× CTranslate2 fp32 warm, greedy and beam 5; cold ≥ 0.9×.
+
+    SEQLAB_DATA_DIR=../shared/data .venv/bin/python benchmarks/translation_decoding.py \\
+        [--run RUN] [--threads 2] [--repeats 2] [--repeat-val 4]
+
+Writes ``benchmarks/results/translation_decoding.json`` (``--out``), with the machine it ran on.
+Run it on a quiet machine: the processes take turns, never overlap.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
-
-import torch
-
-from seqlab import load
-from seqlab.config import load_config
-from seqlab.experiment import train
-from seqlab.runtime.machine import machine
-from seqlab.tasks.translation import load_pairs, score_translations
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DEFAULT_RUN = ROOT / "runs" / "m30-en-de-transformer"
-#: engine name -> (seqlab precision, engine, quantize)
+#: engine name -> the ``seqlab translate`` flags that select it
 ENGINES = {
-    "seqlab": ("fp32", "seqlab", None),
-    "seqlab-bf16": ("bf16", "seqlab", None),
-    "ct2-fp32": ("fp32", "ctranslate2", None),
-    "ct2-int8": ("fp32", "ctranslate2", "int8"),
+    "seqlab": ["--engine", "seqlab"],
+    "seqlab-bf16": ["--engine", "seqlab", "--precision", "bf16"],
+    "ct2-fp32": ["--engine", "ctranslate2"],
+    "ct2-int8": ["--engine", "ctranslate2", "--quantize", "int8"],
 }
+SEARCHES = {"greedy": 1, "beam5": 5}
+#: measured in a fresh process: ``python translation_decoding.py --warm JSON``
+WARM_WORKER = "--warm"
 
 
-def measure(models, sources, references, beam: int, repeats: int, batch) -> dict[str, dict]:
-    """Every engine's best-of-``repeats`` time after a warm-up, the engines taking turns in
-    each round (so a drift in the machine's speed reaches them alike); outputs and BLEU of the
-    last pass. ``models``: the run loaded in fp32 and in bf16."""
-    runs = {
-        name: (models[precision], dict(beam=beam, nbest=1, engine=engine, quantize=quantize))
-        for name, (precision, engine, quantize) in ENGINES.items()
-    }
-    for model, run in runs.values():  # warm-up (and the export, the first time)
-        model.hypotheses(sources[:batch], batch_size=batch, **run)
-    best = dict.fromkeys(runs, float("inf"))
-    found = {}
+def layouts(threads: int) -> list[tuple[int, int]]:
+    """(workers, threads) pairs that use ``threads`` cores: W batches at once, T / W threads each."""
+    return [(w, threads) for w in range(1, threads + 1) if threads % w == 0]
+
+
+def flags(engine: str, beam: int, layout: tuple[int, int]) -> list[str]:
+    workers, threads = layout
+    return [
+        *ENGINES[engine],
+        "--beam",
+        str(beam),
+        "--threads",
+        str(threads),
+        "--workers",
+        str(workers),
+    ]
+
+
+# ------------------------------------------------------------------------------- in the worker
+def warm(spec: dict) -> dict:
+    """In a fresh process: the engine's layout as the CLI sets it, the run loaded, one warm-up
+    pass, then the best of ``repeats`` timed passes (what ``--warm`` prints)."""
+    import torch
+
+    from seqlab.cli import build_parser
+    from seqlab.cli.infer import load_run  # the CLI's own layout of the cores, and loading
+
+    sources = Path(spec["input"]).read_text(encoding="utf-8").splitlines()
+    args = build_parser().parse_args(["translate", "--run", spec["run"], *spec["flags"]])
+    model: Any = load_run(args)
+    beam = int(args.beam)
+    run = {"beam": beam, "engine": args.engine, "quantize": args.quantize}
+    model.hypotheses(sources[:256], **run)  # warm-up (and CTranslate2's export cache)
+    best, found = float("inf"), None
+    for _ in range(spec["repeats"]):
+        start = time.perf_counter()
+        found = model.hypotheses(sources, **run)
+        best = min(best, time.perf_counter() - start)
+    assert found is not None
+    outputs = [model.detokenize(h[0].tokens) for h in found]
+    return {"seconds": best, "outputs": outputs, "torch_threads": torch.get_num_threads()}
+
+
+# ----------------------------------------------------------------------------- in the driver
+def measure_warm(run: Path, flagset: list[str], input_file: Path, repeats: int) -> dict:
+    spec = {"run": str(run), "flags": flagset, "input": str(input_file), "repeats": repeats}
+    out = subprocess.run(
+        [sys.executable, __file__, WARM_WORKER, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode:
+        raise SystemExit(f"warm run {flagset} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_cold(run: Path, flagset: list[str], input_file: Path, repeats: int) -> dict:
+    """Best wall time of ``seqlab translate`` in a fresh process, and its outputs."""
+    seqlab = Path(sys.executable).with_name("seqlab")
+    command = [str(seqlab), "translate", "--run", str(run), *flagset, "--input", str(input_file)]
+    best, printed = float("inf"), ""
     for _ in range(repeats):
-        for name, (model, run) in runs.items():
-            start = time.perf_counter()
-            found[name] = model.hypotheses(sources, batch_size=batch, **run)
-            best[name] = min(best[name], time.perf_counter() - start)
-    model = models["fp32"]
-    results = {}
-    for name, hyps in found.items():
-        outputs = [model.detokenize(h[0].tokens) for h in hyps]
-        tokens = sum(len(h[0].tokens) + 1 for h in hyps)
-        results[name] = {
-            "seconds": best[name],
-            "sentences_per_s": len(sources) / best[name],
-            "target_tokens_per_s": tokens / best[name],
-            "target_tokens": tokens,
-            "bleu": score_translations(outputs, references)["bleu"],
-            "outputs": outputs,
-        }
-    return results
+        start = time.perf_counter()
+        out = subprocess.run(command, capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - start
+        if out.returncode:
+            raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
+        best, printed = min(best, elapsed), out.stdout
+    return {"seconds": best, "outputs": printed.splitlines()}
+
+
+def bleu(outputs: list[str], references: list[str]) -> float:
+    from seqlab.tasks.translation import score_translations
+
+    return float(score_translations(outputs, references)["bleu"])
+
+
+def native_bf16() -> bool:
+    from seqlab.runtime.precision import native_bf16 as native
+
+    return native()[0]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, default=DEFAULT_RUN)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences decoded at once")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--sentences", type=int, help="only the first N validation sentences")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeat-val", type=int, default=4, help="validation set repeated N times")
+    parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset")
+    parser.add_argument("--searches", default=",".join(SEARCHES), help="greedy, beam5")
     parser.add_argument(
         "--out", type=Path, default=RESULTS / "translation_decoding.json", help="the JSON written"
     )
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    with tempfile.TemporaryDirectory() as tmp:
-        run, trained = args.run, (args.run / "checkpoints").is_dir()
-        if not trained:
-            if args.run != DEFAULT_RUN:
-                raise SystemExit(f"{args.run}: not a trained run directory")
-            run = untrained_run(Path(tmp) / "run")
-        models = {p: load(run, precision=p) for p in ("fp32", "bf16")}
-        decode(models, trained, args)
+    if not (args.run / "checkpoints").is_dir():
+        raise SystemExit(
+            f"{args.run}: not a trained run; train it first: seqlab train "
+            "multi30k-en-de-transformer --out runs/m30-en-de-transformer"
+        )
+    from seqlab import load
+    from seqlab.runtime.machine import machine
+    from seqlab.tasks.translation import load_pairs
 
-
-def untrained_run(run_dir: Path) -> Path:
-    """The README's en→de config after one optimizer step, for a machine with no trained run.
-
-    Its outputs run to the length limit, so it measures the engines on long outputs; its
-    BLEU means nothing. The README's numbers come from the trained run.
-    """
-    print(
-        f"no trained run at {DEFAULT_RUN}: timing an untrained model (speed ratios only; "
-        "train it first for the README's numbers: seqlab train "
-        "configs/multi30k-en-de-transformer.yaml --out runs/m30-en-de-transformer)",
-        flush=True,
-    )
-    cfg = load_config("multi30k-en-de-transformer", ["train.max_steps=1", "train.average_last=0"])
-    train(cfg, run_dir)
-    return run_dir
-
-
-def decode(models, trained: bool, args: argparse.Namespace) -> None:
-    """Time every engine, greedy and beam 5, on the validation sentences; write the JSON."""
-    model = models["fp32"]
-    pairs = load_pairs(model.cfg)["val"][: args.sentences]
+    model = load(args.run)
+    pairs = load_pairs(model.cfg)["val"] * args.repeat_val
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    results: dict[str, dict[str, dict]] = {}
-    for beam in (1, 5):
-        search = "greedy" if beam == 1 else f"beam{beam}"
-        results[search] = measure(models, sources, references, beam, args.repeats, args.batch_size)
-        for name, r in results[search].items():
-            print(
-                f"{search:7s} {name:9s} {r['seconds']:6.2f} s  {r['sentences_per_s']:7.1f} sent/s  "
-                f"{r['target_tokens_per_s']:8.0f} tok/s  BLEU {r['bleu']:.2f}",
-                flush=True,
-            )
-        base = results[search]["seqlab"]
-        for r in results[search].values():
-            r["speed_vs_seqlab"] = r["sentences_per_s"] / base["sentences_per_s"]
-            r["bleu_minus_seqlab"] = r["bleu"] - base["bleu"]
-            r["outputs_differing_from_seqlab"] = sum(
-                a != b for a, b in zip(r["outputs"], base["outputs"], strict=True)
-            )
-        for r in results[search].values():
-            del r["outputs"]
+    del model
+    engines = [e for e in args.engines.split(",") if e != "seqlab-bf16" or native_bf16()]
+    results: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        input_file, one = Path(tmp) / "sources.txt", Path(tmp) / "one.txt"
+        input_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+        one.write_text(sources[0] + "\n", encoding="utf-8")
+        for search in args.searches.split(","):
+            beam = SEARCHES[search]
+            for engine in engines:
+                tried = {}
+                for layout in layouts(args.threads):
+                    found = measure_warm(
+                        args.run, flags(engine, beam, layout), input_file, args.repeats
+                    )
+                    tried[f"{layout[0]}x{layout[1] // layout[0]}"] = found
+                    print(
+                        f"{search:6s} {engine:11s} warm {layout[0]} worker(s) x "
+                        f"{layout[1] // layout[0]} thread(s): {found['seconds']:.2f} s",
+                        flush=True,
+                    )
+                name = min(tried, key=lambda k: tried[k]["seconds"])
+                workers = int(name.split("x")[0])
+                best = flags(engine, beam, (workers, args.threads))
+                cold = measure_cold(args.run, best, input_file, args.repeats)
+                startup = measure_cold(args.run, best, one, args.repeats)
+                results.setdefault(search, {})[engine] = {
+                    "layout": f"{workers} worker(s) x {args.threads // workers} thread(s)",
+                    "flags": " ".join(best),
+                    "warm_by_layout_s": {k: v["seconds"] for k, v in tried.items()},
+                    "warm_s": tried[name]["seconds"],
+                    "cold_s": cold["seconds"],
+                    "startup_s": startup["seconds"],
+                    "sentences_per_s_warm": len(sources) / tried[name]["seconds"],
+                    "bleu": bleu(tried[name]["outputs"], references),
+                    "cold_outputs_equal_warm": cold["outputs"] == tried[name]["outputs"],
+                }
+                r = results[search][engine]
+                print(
+                    f"{search:6s} {engine:11s} best {r['layout']}: warm {r['warm_s']:.2f} s, "
+                    f"cold {r['cold_s']:.2f} s (startup {r['startup_s']:.2f} s), "
+                    f"BLEU {r['bleu']:.2f}",
+                    flush=True,
+                )
+    for by_engine in results.values():
+        anchor = by_engine.get("ct2-fp32")
+        for r in by_engine.values():
+            if anchor:
+                r["warm_vs_ct2_fp32"] = anchor["warm_s"] / r["warm_s"]
+                r["cold_vs_ct2_fp32"] = anchor["cold_s"] / r["cold_s"]
+                r["cold_without_startup_vs_ct2_fp32"] = (anchor["cold_s"] - anchor["startup_s"]) / (
+                    r["cold_s"] - r["startup_s"]
+                )
     summary = {
-        "checkpoint": str(model.run.checkpoint) if trained else "untrained (one step)",
+        "run": str(args.run),
+        "checkpoint": str(load(args.run).run.checkpoint),
         "sentences": len(sources),
-        "batch_size": args.batch_size,
         "repeats": args.repeats,
+        "threads": args.threads,
         "decoding": results,
-        "seqlab_over_ct2_fp32": {
-            s: r["seqlab"]["sentences_per_s"] / r["ct2-fp32"]["sentences_per_s"]
-            for s, r in results.items()
-        },
-        "precision": {name: p for name, (p, _, _) in ENGINES.items()},
-        "seqlab_bf16_over_fp32": {
-            s: r["seqlab-bf16"]["sentences_per_s"] / r["seqlab"]["sentences_per_s"]
-            for s, r in results.items()
-        },
-        "machine": machine("seqlab fp32 and bf16, CTranslate2 fp32 and int8"),
+        "machine": machine("seqlab fp32 (bf16 where native), CTranslate2 fp32 and int8"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")
-    for search, ratio in summary["seqlab_over_ct2_fp32"].items():
-        int8 = results[search]["ct2-int8"]
-        print(
-            f"{search}: seqlab / CTranslate2 fp32 = {ratio:.2f} (goal >= 1.0); int8 = "
-            f"{int8['speed_vs_seqlab']:.2f}x seqlab (goal >= 2), BLEU {int8['bleu_minus_seqlab']:+.2f}"
-        )
-        bf16 = results[search]["seqlab-bf16"]
-        print(
-            f"{search}: seqlab bf16 = {bf16['speed_vs_seqlab']:.2f}x seqlab fp32, BLEU "
-            f"{bf16['bleu_minus_seqlab']:+.2f}, {bf16['outputs_differing_from_seqlab']} of "
-            f"{len(sources)} outputs differ"
-        )
+    for search, by_engine in results.items():
+        for engine, r in by_engine.items():
+            if "warm_vs_ct2_fp32" in r:
+                print(
+                    f"{search}: {engine} / CTranslate2 fp32 = {r['warm_vs_ct2_fp32']:.2f} warm, "
+                    f"{r['cold_vs_ct2_fp32']:.2f} cold"
+                )
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == WARM_WORKER:
+        found = warm(json.loads(sys.argv[2]))
+        print(json.dumps(found))
+    else:
+        main()

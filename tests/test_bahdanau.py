@@ -97,3 +97,29 @@ def test_linear_decoder_starts_from_the_encoder_and_queries_with_the_previous_to
             _, s, _ = model.run_decoder(memory, tokens[:, i : i + 1], s, need_weights=False)
         torch.testing.assert_close(weights, torch.stack(expected, dim=1))
     assert memory.annotations.shape == (3, 5, 8)  # one direction: keys of size H
+
+
+def test_linear_decoder_scores_additively_by_default_as_d2l():
+    """d2l.ai §11.4's decoder uses §11.3's additive attention, w_vᵀ tanh(W_q q + W_k k) with
+    W_q, W_k of size H × H and no biases: the default of ``decoder: linear`` (page 7's
+    "d2l.ai §11.4" model), adding 2H² + H weights to the attention-free decoder's."""
+    from seqlab.nn.attention_scores import AdditiveScore
+
+    cfg = BahdanauConfig(embed_dim=E, hidden_size=H, decoder="linear", dropout=0.0)
+    assert cfg.attention == "additive"
+    model = build_model(cfg, src_vocab_size=SRC_V, tgt_vocab_size=TGT_V).eval()
+    score = model.attention
+    assert isinstance(score, AdditiveScore)
+    shapes = {name: tuple(p.shape) for name, p in score.named_parameters()}
+    assert shapes == {"w_q.weight": (H, H), "w_k.weight": (H, H), "w_v.weight": (1, H)}
+    batch = make_batch()
+    with torch.no_grad():
+        memory = model.encode(batch.src, batch.src_lengths)
+        state = model.init_state(memory)
+        _, _, weights = model.run_decoder(memory, batch.tgt_in[:, :1], state, need_weights=True)
+        q, k = state[-1], memory.annotations  # (B, H), (B, S, H)
+        scores = (torch.tanh(q[:, None] @ score.w_q.weight.T + k @ score.w_k.weight.T)) @ (
+            score.w_v.weight[0]
+        )  # (B, S)
+    expected = masked_softmax(scores[:, None], memory.mask[:, None])[:, 0]  # (B, S)
+    torch.testing.assert_close(weights[:, 0], expected, atol=1e-6, rtol=0)

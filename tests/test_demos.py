@@ -48,7 +48,7 @@ def test_kernel_regression_demo_writes_and_names_its_plots(tmp_path, capsys):
     assert 0 < metrics["mse_parametric"] < baseline and 0 < metrics["mse_nonparametric"] < baseline
     assert f"(Gaussian kernel, w = 1): test MSE {S.num(metrics['mse_nonparametric'])}" in printed
     assert (
-        f"parametric pooling (learned width w = {S.num(metrics['width'])}): "
+        f"parametric pooling (learned inverse width w = {S.num(metrics['inverse_width'])}): "
         f"test MSE {S.num(metrics['mse_parametric'])}"
     ) in printed
     assert "fits the truth closer: holds" in printed and "numbers from: fp32, " in printed

@@ -32,14 +32,14 @@ def test_prediction_is_the_weighted_average_of_values():
     assert ((pred >= y.min()) & (pred <= y.max())).all()  # a convex combination
 
 
-@pytest.mark.parametrize("width", [0.1, 1.0, 30.0])
-def test_width_controls_locality(width):
+@pytest.mark.parametrize("inverse_width", [0.1, 1.0, 30.0])
+def test_width_controls_locality(inverse_width):
     x, y = torch.arange(5.0), torch.tensor([0.0, 10.0, 20.0, 30.0, 40.0])
-    pred, w = NWKernelRegression(width)(torch.tensor([2.0]), x, y)
+    pred, w = NWKernelRegression(inverse_width)(torch.tensor([2.0]), x, y)
     assert w.argmax().item() == 2
-    if width == 30.0:  # a sharp kernel returns the nearest value
+    if inverse_width == 30.0:  # a sharp kernel returns the nearest value
         torch.testing.assert_close(pred, torch.tensor([20.0]))
-    if width == 0.1:  # a flat kernel returns nearly the mean
+    if inverse_width == 0.1:  # a flat kernel returns nearly the mean
         torch.testing.assert_close(pred, y.mean()[None], atol=0.1, rtol=0)
 
 
@@ -74,7 +74,7 @@ def test_demo_fits_and_writes_plots(tmp_path, seed):
     assert metrics["mse_nonparametric"] < 0.6 < y_truth.var().item()
     assert metrics["mse_parametric"] < 0.25
     assert metrics["mse_parametric"] < metrics["mse_nonparametric"]
-    assert metrics["width"] > 1.0
+    assert metrics["inverse_width"] > 1.0
     for name in ("kernel_regression_fit.png", "kernel_regression_attention.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -90,3 +90,25 @@ def test_trained_attention_rows_sum_to_one():
     assert w.shape == (50, 50)
     torch.testing.assert_close(w.sum(-1), torch.ones(50))
     assert (w >= 0).all()
+
+
+def test_w_is_an_inverse_width_and_the_old_keyword_still_works():
+    """w multiplies the distance: w = 1/σ of d2l.ai §11.2.3's exp(-(x - x_i)² / (2σ²)), so a
+    larger w is a narrower kernel; ``width=`` and ``init_width=`` still work, with a warning."""
+    x, queries = torch.tensor([0.0, 1.0, 3.0]), torch.tensor([0.5, 2.0])
+    sigma = 0.4
+    kernel = torch.exp(-((queries[:, None] - x[None]) ** 2) / (2 * sigma**2))
+    weights = gaussian_attention(queries, x, inverse_width=1 / sigma)
+    torch.testing.assert_close(weights, kernel / kernel.sum(-1, keepdim=True))
+    narrow = gaussian_attention(queries, x, inverse_width=3.0).max(-1).values
+    assert (narrow > gaussian_attention(queries, x, inverse_width=1.0).max(-1).values).all()
+    y = torch.tensor([1.0, 2.0, 4.0])
+    with pytest.warns(
+        DeprecationWarning, match=r"width=\.\.\.\) is deprecated; use inverse_width="
+    ):
+        old, _ = nadaraya_watson(queries, x, y, width=2.5)
+    torch.testing.assert_close(old, nadaraya_watson(queries, x, y, inverse_width=2.5)[0])
+    with pytest.warns(DeprecationWarning, match="use init_inverse_width="):
+        assert NWKernelRegression(init_width=7.0).w.item() == 7.0
+    with pytest.raises(TypeError, match="got both"):
+        nadaraya_watson(queries, x, y, width=1.0, inverse_width=2.0)

@@ -288,10 +288,11 @@ def test_reset_before_gru_against_its_equation_and_against_pytorchs_form():
     torch_form.load_state_dict(before.state_dict())
     (other,) = torch_form(x, (h,))
     assert (other - got).abs().max() > 1e-3
-    # ... that agrees when the reset gate is open (r = 1) and b_hn = 0
+    # ... that agrees when the reset gate is open (r = 1), whatever the candidate's bias b_hn:
+    # r ⊙ (h W_hn + b_hn) and (r ⊙ h) W_hn + b_hn are then the same sum
     with torch.no_grad():
         for cell in (before, torch_form):
-            cell.bias_hh[2 * H :] = 0.0
+            cell.bias_hh[2 * H :] = 0.5  # b_hn far from 0
             cell.bias_ih[:H] = 1e3  # r = σ(large) = 1
     torch.testing.assert_close(before(x, (h,))[0], torch_form(x, (h,))[0])
 
@@ -381,3 +382,45 @@ def test_fused_layers_run_under_bf16_autocast_on_any_cpu_and_the_probe_draws_no_
         with torch.autocast("cpu", dtype=torch.bfloat16):
             low, _ = rnn_module.run_layer(layer, x, lengths=torch.tensor([6, 3]))
         torch.testing.assert_close(low.float(), full, atol=0.05, rtol=0)
+
+
+@pytest.mark.parametrize("backend", ["scratch", "fused"])
+@pytest.mark.parametrize("num_layers", [1, 2])
+@pytest.mark.parametrize("cell", FUSED_CELLS)
+def test_forward_half_never_sees_the_future_backward_half_does(cell, num_layers, backend):
+    """d2l.ai §10.4: the forward state at step t reads x_1..x_t only; the backward one reads
+    x_t..x_T. Stacked, the forward half of layer 2 reads layer 1's backward half: the future."""
+    torch.manual_seed(0)
+    x = torch.randn(B, T, I)
+    later = x.clone()
+    later[:, 4:] += 1.0  # change steps 5 and 6 only
+    forward = RNN(cell, I, H, num_layers, backend=backend)
+    torch.testing.assert_close(forward(later)[0][:, :4], forward(x)[0][:, :4], rtol=0, atol=0)
+    both = RNN(cell, I, H, num_layers, bidirectional=True, backend=backend)
+    moved = (both(later)[0] - both(x)[0])[:, :4].abs()  # (B, 4, 2H)
+    assert (moved[..., H:].amax(dim=(0, 2)) > 0).all()  # every earlier step's backward half
+    if num_layers == 1:
+        assert moved[..., :H].max() == 0
+    else:
+        assert moved[..., :H].max() > 1e-3  # through layer 1's backward half
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm", "peephole_lstm"])
+def test_a_deep_rnn_is_its_layers_chained(cell, bidirectional):
+    """d2l.ai §10.3: H^(l)_t = f(H^(l-1)_t, H^(l)_{t-1}); layer l reads layer l-1's outputs."""
+    torch.manual_seed(0)
+    d = 2 if bidirectional else 1
+    deep = RNN(cell, I, H, num_layers=3, bidirectional=bidirectional)
+    x = torch.randn(B, T, I)
+    out, state = deep(x)
+    layer_input, finals = x, []
+    for layer in range(3):
+        one = RNN(cell, layer_input.size(-1), H, bidirectional=bidirectional)
+        for direction in range(d):
+            one.cells[direction].load_state_dict(deep.cells[layer * d + direction].state_dict())
+        layer_input, final = one(layer_input)
+        finals.append(as_tuple(final))
+    torch.testing.assert_close(layer_input, out)
+    for i, s in enumerate(as_tuple(state)):
+        torch.testing.assert_close(torch.cat([f[i] for f in finals]), s)

@@ -15,6 +15,7 @@ from precision_helpers import PRECISIONS, SCORE_TOL, assert_same_outputs, comput
 from seqlab.config import BahdanauConfig, Seq2SeqConfig, TransformerConfig
 from seqlab.data.translation_batching import BOS, EOS, PAD, Batch, pad_sequences
 from seqlab.models.bahdanau import Bahdanau
+from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.search import beam_search, greedy_search, max_output_lengths, token_log_probs
 from seqlab.models.seq2seq import Seq2Seq
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
@@ -273,6 +274,9 @@ class NeverEnds(nn.Module):
         )
         return self._no_eos(logits), state, weights
 
+    def expand_memory(self, memory, sentences, beams):
+        return self.model.expand_memory(memory, sentences, beams)
+
     def reorder_memory(self, memory, indices):
         return self.model.reorder_memory(memory, indices)
 
@@ -309,3 +313,66 @@ def test_search_restores_training_mode():
     model = build("transformer").train()
     greedy_search(model, torch.tensor([[4, EOS]]), torch.tensor([2]), max_len_b=2)
     assert model.training
+
+
+class D2LTable(EncoderDecoder):
+    """d2l.ai §10.8's example as a model: next-token probabilities looked up by prefix (A, B, C
+    are ids 4, 5, 6); the state is the prefix read so far (the page 10b worked example)."""
+
+    TABLE = {
+        (): {4: 0.5, 5: 0.2, 6: 0.3},
+        (4,): {4: 0.2, 5: 0.4, 6: 0.3, EOS: 0.1},
+        (4, 5): {4: 0.2, 5: 0.2, 6: 0.4, EOS: 0.2},
+        (4, 6): {4: 0.1, 5: 0.6, 6: 0.1, EOS: 0.2},
+        (4, 5, 6): {4: 0.1, 5: 0.2, 6: 0.1, EOS: 0.6},
+        (4, 6, 5): {4: 0.1, 5: 0.1, 6: 0.2, EOS: 0.6},
+    }
+    UNIFORM = {4: 0.3, 5: 0.3, 6: 0.3, EOS: 0.1}  # every other prefix
+
+    def probability(self, tokens):
+        p = 1.0
+        for t, token in enumerate([*tokens, EOS]):
+            p *= self.TABLE.get(tuple(tokens[:t]), self.UNIFORM).get(token, 0.0)
+        return p
+
+    def encode(self, src, src_lengths):
+        return src
+
+    def init_state(self, memory):
+        return memory.new_zeros(memory.size(0), 0)
+
+    def run_decoder(self, memory, tokens, state, need_weights):
+        steps = []
+        for t in range(tokens.size(1)):
+            state = torch.cat([state, tokens[:, t : t + 1]], dim=1)  # (R, t + 1), <bos> first
+            rows = torch.full((state.size(0), 7), -math.inf)  # (R, V)
+            for r, prefix in enumerate(state[:, 1:].tolist()):
+                for token, p in self.TABLE.get(tuple(prefix), self.UNIFORM).items():
+                    rows[r, token] = math.log(p)
+            steps.append(rows)
+        return torch.stack(steps, dim=1), state, None  # (R, T, V)
+
+    def reorder_memory(self, memory, indices):
+        return memory[indices]
+
+    def reorder_state(self, state, indices):
+        return state[indices]
+
+    def expand_memory(self, memory, sentences, beams):
+        return memory.repeat_interleave(beams, dim=0)  # no parameters to find a device on
+
+
+def test_a_beam_of_two_finds_what_greedy_misses_on_d2ls_table():
+    table = D2LTable()
+    src, src_lengths = torch.zeros(1, 1, dtype=torch.long), torch.tensor([1])
+    limit = {"max_len_a": 0.0, "max_len_b": 3}
+    everything = [list(y) for n in range(4) for y in itertools.product((4, 5, 6), repeat=n)]
+    best = max(everything, key=table.probability)
+    assert best == [4, 6, 5] and table.probability(best) == pytest.approx(0.054)
+    greedy = greedy_search(table, src, src_lengths, **limit)[0]
+    assert greedy.tokens == [4, 5, 6] and math.exp(greedy.log_prob) == pytest.approx(0.048)
+    (one,) = beam_search(table, src, src_lengths, beam_size=1, length_penalty=0.0, **limit)
+    assert one[0].tokens == greedy.tokens
+    (two,) = beam_search(table, src, src_lengths, beam_size=2, nbest=2, length_penalty=0.0, **limit)
+    assert [h.tokens for h in two] == [[4, 6, 5], [4, 5, 6]]
+    assert [math.exp(h.log_prob) for h in two] == pytest.approx([0.054, 0.048])

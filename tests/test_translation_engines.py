@@ -149,3 +149,34 @@ def test_seqlab_serve_of_an_alibi_run_says_which_engine_and_why(tiny_runs, tmp_p
     assert main(["serve", str(run), "--port", port, "--engine", "ctranslate2"]) == 2
     err = capsys.readouterr().err
     assert "model.positions: alibi" in err and "use --engine seqlab" in err and "auto" in err
+
+
+def test_seqlab_s_engine_decodes_several_batches_at_once_with_the_same_outputs(
+    tiny_runs, tmp_path, capsys, monkeypatch
+):
+    """``seqlab translate --threads T --workers W``: W batches decoded at once, each by T / W
+    PyTorch threads (the layout CTranslate2 calls inter_threads); the outputs are those of one
+    batch after the other. More workers than threads is refused."""
+    import torch
+
+    from seqlab.cli import main
+    from seqlab.tasks.translation import engines
+
+    monkeypatch.setattr(engines, "_SEQLAB_WORKERS", engines._SEQLAB_WORKERS)  # restored after
+    threads = torch.get_num_threads()
+    sources = tmp_path / "dates.txt"
+    days = [f"{m} {d} {1990 + d % 20}" for m in ("may", "june", "july") for d in range(1, 29)]
+    sources.write_text("\n".join(days * 4) + "\n", encoding="utf-8")  # 336 lines: 3 batches
+    common = ["translate", "--run", str(tiny_runs["mt"]), "--input", str(sources), "--beam", "2"]
+    try:
+        assert main([*common, "--threads", "2", "--workers", "1"]) == 0
+        assert engines._SEQLAB_WORKERS == 1 and torch.get_num_threads() == 2
+        one_at_a_time = capsys.readouterr().out
+        assert main([*common, "--threads", "2", "--workers", "2"]) == 0
+        at_once = capsys.readouterr().out
+        assert engines._SEQLAB_WORKERS == 2 and torch.get_num_threads() == 1
+        assert at_once == one_at_a_time and len(at_once.splitlines()) == len(days) * 4
+        assert main([*common, "--threads", "2", "--workers", "3"]) == 2
+        assert "3 workers need at least 3 threads, not 2" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)

@@ -82,10 +82,10 @@ def test_every_topic_has_its_page_in_the_navigation_in_order():
     extra = sorted({p.name for p in TUTORIALS.glob("[0-9]*.md")} - {p.name for p in PAGES})
     assert not extra, f"pages not in TOPICS: {extra}"
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    listed = re.findall(r"tutorials/(\d\d-[\w-]+)\.md", nav)
+    listed = re.findall(r"tutorials/(\d\d[a-z]?-[\w-]+)\.md", nav)
     assert listed == TOPICS
     index = (TUTORIALS / "index.md").read_text(encoding="utf-8")
-    assert re.findall(r"\]\((\d\d-[\w-]+)\.md\)", index) == TOPICS
+    assert re.findall(r"\]\((\d\d[a-z]?-[\w-]+)\.md\)", index) == TOPICS
 
 
 @pytest.mark.parametrize("page", PAGES, ids=TOPICS)
@@ -94,7 +94,7 @@ def test_page_has_what_a_learner_needs(page):
     meta = front_matter(page)["jupyter"]
     assert meta["jupytext"]["text_representation"]["format_name"] == "markdown"
     assert meta["kernelspec"]["language"] == "python"
-    number = int(page.name[:2])
+    number = page.name.split("-")[0].lstrip("0")  # 05b-… (a page added between 5 and 6): 5b
     assert re.search(rf"^# {number}\. \S", text, re.M), f"{page.name}: title '# {number}. …'"
     assert re.search(r"^\*\*Source:\*\* .*\]\(https://", text, re.M), "a public source, linked"
     places = [text.find(f"\n{s}\n") for s in SECTIONS]
@@ -197,6 +197,33 @@ def test_budget_reads_one_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(notebook.FIGURES, str(tmp_path / "f"))
     assert notebook.figure_path("a.png") == tmp_path / "f" / "a.png"
     assert (tmp_path / "f").is_dir()
+
+
+def test_a_page_run_takes_its_seed_from_one_variable(monkeypatch, tmp_path):
+    """``--seed`` (``$SEQLAB_SEED``) seeds the models a page trains; unset, seed 0."""
+    monkeypatch.delenv(notebook.SEED, raising=False)
+    assert notebook.seed() == 0
+    monkeypatch.setenv(notebook.SEED, "2")
+    assert notebook.seed() == 2
+    monkeypatch.setenv(notebook.SEED, "-1")
+    with pytest.raises(ConfigError, match=r"\$SEQLAB_SEED='-1': expected a whole number"):
+        notebook.seed()
+    monkeypatch.delenv(notebook.SEED)
+    page = tmp_path / "p.md"
+    page.write_text(
+        "# T\n\n```python\nfrom seqlab.demos.notebook import seed\nprint('seed', seed())\n```\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), "--budget", "smoke", "--seed", "7", str(page)]
+        + ["--figures", str(tmp_path / "f"), "--runs", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "seed 7" in done.stdout
+    for page in (TUTORIALS / "07-attention.md", TUTORIALS / "10-transformer.md"):
+        assert 'f"train.seed={seed()}"' in page.read_text(encoding="utf-8"), page.name
 
 
 def test_formulas_become_mathml_outside_code_only():

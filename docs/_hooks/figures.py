@@ -3,8 +3,10 @@
 Slow (about 20 minutes on 2 cores); run it when a result changes, look at the figures, commit
 them. Neither ``make docs`` nor the tests run it.
 
-1. the tutorials' figures (``docs/tutorials/figures/``): every page at the full budget, on one
-   thread (``docs/_hooks/notebooks.py``);
+1. the tutorials' architecture diagrams (``docs/tutorials/figures/diagram-*.png``), drawn by
+   ``seqlab.analysis.diagrams`` (no training: seconds); the tutorials' figures
+   (``docs/tutorials/figures/``): every page at the full budget, on one thread
+   (``docs/_hooks/notebooks.py``), which draws its diagrams again the same way;
 2. the serving page (``docs/serve.png``): the browser test against the demo's Transformer
    (``make demo`` first); its audio panel recording a digit (``docs/serve-audio.png``) when
    ``runs/fsdd-transformer`` exists;
@@ -12,9 +14,11 @@ them. Neither ``make docs`` nor the tests run it.
    curves`` over the runs of the Results page, only when ``runs/`` holds them (they take hours to
    train; the script names the missing runs and leaves those figures alone);
 4. screenshots of the built site (``docs/site-home.png``, ``docs/site-tutorial.png``,
-   ``docs/site-reference.png``) taken by headless Chromium.
+   ``docs/site-reference.png``, three diagrams as a page shows them,
+   ``docs/site-diagram-*.png``, and a page's included source, ``docs/site-source.png``) taken by
+   headless Chromium.
 
-    python docs/_hooks/figures.py [--only tutorials|serve|curves|site]
+    python docs/_hooks/figures.py [--only diagrams|tutorials|serve|curves|site]
 """
 
 from __future__ import annotations
@@ -48,11 +52,34 @@ SCREENSHOTS = {
     "site-tutorial.png": "tutorials/07-attention.html",
     "site-reference.png": "reference/cli.html",
 }
+#: site screenshot → the built page and the diagram on it, scrolled to the middle of the window
+#: (1280 px wide, so the diagram shows at the content column's width)
+DIAGRAM_SCREENSHOTS = {
+    "site-diagram-gru.png": ("tutorials/05-gated-cells.html", "diagram-gru.png"),
+    "site-diagram-bahdanau.png": ("tutorials/07-attention.html", "diagram-bahdanau.png"),
+    "site-diagram-transformer.png": (
+        "tutorials/10-transformer.html",
+        "diagram-transformer-blocks.png",
+    ),
+}
+#: site screenshot → the built page and the title of the included source block on it
+#: (``<!-- source: ... -->``, docs/_hooks/source.py), scrolled to the middle of the window
+SOURCE_SCREENSHOTS = {
+    "site-source.png": ("tutorials/05-gated-cells.html", "src/seqlab/nn/cells.py"),
+}
 
 
 def run(*args: str | Path, env: dict | None = None) -> None:
     print("$", " ".join(map(str, args)), flush=True)
     subprocess.run([str(a) for a in args], cwd=ROOT, env={**os.environ, **(env or {})}, check=True)
+
+
+def diagrams() -> None:
+    """The architecture diagrams, each by the function its page calls."""
+    from seqlab.analysis.diagrams import draw_all  # deferred: matplotlib
+
+    for path in draw_all(DOCS / "tutorials" / "figures"):
+        print(path.relative_to(ROOT), flush=True)
 
 
 def tutorials() -> None:
@@ -100,11 +127,16 @@ def curves() -> None:
             "--png", f"docs/{figure}")  # fmt: skip
 
 
-def site() -> None:
+def site(folder: Path = ROOT / "site", only: tuple[str, ...] = ()) -> None:
+    """Build the site into ``folder`` and take the screenshots (``only`` these names, if given)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
 
-    run(BIN / "mkdocs", "build", "--strict", "--clean", env={"NO_MKDOCS_2_WARNING": "1"})
+    run(BIN / "mkdocs", "build", "--strict", "--clean", "-d", folder,
+        env={"NO_MKDOCS_2_WARNING": "1"})  # fmt: skip
+    shots = {name: (page, "") for name, page in SCREENSHOTS.items()} | DIAGRAM_SCREENSHOTS
+    shots |= SOURCE_SCREENSHOTS
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     with tempfile.TemporaryDirectory() as profile:
@@ -117,15 +149,32 @@ def site() -> None:
             options=options,
         )
         try:
-            for name, page in SCREENSHOTS.items():
-                driver.get((ROOT / "site" / page).as_uri())
+            for name, (page, image) in shots.items():
+                if only and name not in only:
+                    continue
+                driver.get((folder / page).as_uri())
+                if name in SOURCE_SCREENSHOTS:
+                    title = f'span[@class="filename"][starts-with(., "{image}")]'
+                    shown = driver.find_element(
+                        By.XPATH, f"//{title}/ancestor::div[contains(@class, 'highlight')][1]"
+                    )
+                    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", shown)
+                elif image:
+                    shown = driver.find_element(By.CSS_SELECTOR, f'img[src$="/{image}"]')
+                    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", shown)
                 driver.save_screenshot(str(DOCS / name))
                 print(f"docs/{name}: {page}")
         finally:
             driver.quit()
 
 
-STEPS = {"tutorials": tutorials, "serve": serve, "curves": curves, "site": site}
+STEPS = {
+    "diagrams": diagrams,
+    "tutorials": tutorials,
+    "serve": serve,
+    "curves": curves,
+    "site": site,
+}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,7 +3,10 @@
 Browsers draw MathML themselves, so the site needs no MathJax or KaTeX script (nothing from a CDN,
 nothing to vendor); Jupyter, which opens the same tutorial pages as notebooks, renders the TeX
 with its own MathJax. Code blocks and inline code are left alone; a formula latex2mathml cannot
-read fails the build, naming the page.
+read fails the build, naming the page, and so does a TeX command left in a rendered page outside
+code (latex2mathml copies the delimiter of ``\\Big\\lVert`` through as text, for one): the site
+would show it raw. The site ships its own math font (``docs/assets/fonts/``, ``math.css``) so that
+brackets stretch on every system.
 """
 
 from __future__ import annotations
@@ -16,13 +19,53 @@ from mkdocs.exceptions import PluginError
 CODE = re.compile(r"(^[ \t]*```.*?^[ \t]*```[ \t]*$|`[^`\n]+`)", re.M | re.S)
 DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 INLINE = re.compile(r"(?<![\\$\w])\$(?!\s)([^$\n]+?)(?<!\s)\$(?![\w$])")
+#: delimiters latex2mathml knows alone but copies through as text after ``\big``, ``\Big``, …
+DELIMITERS = {
+    "lVert": "&#x02016;",
+    "rVert": "&#x02016;",
+    "Vert": "&#x02016;",
+    "|": "&#x02016;",
+    "lvert": "&#x0007C;",
+    "rvert": "&#x0007C;",
+    "vert": "&#x0007C;",
+    "langle": "&#x027E8;",
+    "rangle": "&#x027E9;",
+    "lbrace": "{",
+    "rbrace": "}",
+    "{": "{",
+    "}": "}",
+    "lfloor": "&#x0230A;",
+    "rfloor": "&#x0230B;",
+    "lceil": "&#x02308;",
+    "rceil": "&#x02309;",
+}
+SIZED = re.compile(
+    r"(<mo [^>]*>)\\(lVert|rVert|Vert|lvert|rvert|vert|langle|rangle|lbrace|rbrace|lfloor|rfloor|lceil|rceil|\||\{|\})</mo>"
+)
+#: a TeX command (a backslash and letters) in a rendered page
+COMMAND = re.compile(r"\\[A-Za-z]+")
+#: what may hold a backslash on purpose: code, scripts, styles
+VERBATIM = re.compile(r"<(pre|code|script|style|kbd|samp)\b.*?</\1>", re.S | re.I)
 
 
 def _mathml(tex: str, display: bool, page: str) -> str:
     try:
-        return convert(tex.strip(), display="block" if display else "inline")
+        mathml = convert(tex.strip(), display="block" if display else "inline")
     except Exception as exc:  # latex2mathml raises several kinds
         raise PluginError(f"{page}: cannot convert the formula {tex.strip()!r}: {exc}") from None
+    mathml = SIZED.sub(lambda m: m.group(1) + DELIMITERS[m.group(2)] + "</mo>", mathml)
+    left = COMMAND.findall(mathml)
+    if left:
+        raise PluginError(
+            f"{page}: the formula {tex.strip()!r} leaves {', '.join(sorted(set(left)))} "
+            "unconverted: write it another way (\\lVert x \\rVert, \\left( … \\right))"
+        )
+    return mathml
+
+
+def unconverted(html: str) -> list[str]:
+    """The TeX commands left in a rendered page outside code, scripts and styles."""
+    return sorted(set(COMMAND.findall(VERBATIM.sub("", html))))
 
 
 def to_mathml(markdown: str, page: str = "") -> tuple[str, dict[str, str]]:
@@ -54,4 +97,10 @@ def on_page_markdown(markdown: str, page, **_) -> str:
 def on_page_content(html: str, page, **_) -> str:
     for key, mathml in _FORMULAS.pop(page.file.src_uri, {}).items():
         html = html.replace(f"<p>{key}</p>", mathml).replace(key, mathml)
+    left = unconverted(html)
+    if left:
+        raise PluginError(
+            f"{page.file.src_uri}: TeX left unconverted in the rendered page: {', '.join(left)} "
+            "(a formula outside $…$, or one the MathML hook could not read)"
+        )
     return html

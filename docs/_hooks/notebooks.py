@@ -15,8 +15,15 @@ Two comments in a page's Markdown steer a run without showing on the site:
 - the exercises' worked answers, ```` ```py ```` blocks folded in ``<details>``, are not cells;
   ``--answers`` runs them after the page, each in a copy of the page's namespace.
 
-Figures go to ``--figures`` (``$SEQLAB_FIGURES``), runs to ``--runs`` (``$SEQLAB_RUNS``), the
-budget to ``$SEQLAB_BUDGET``: :mod:`seqlab.demos.notebook` reads them.
+Figures go to ``--figures`` (``$SEQLAB_FIGURES``; default: the site's ``figures/`` beside the
+page), runs to ``--runs`` (``$SEQLAB_RUNS``), the budget to ``$SEQLAB_BUDGET``, the seed of the models a page trains to ``--seed``
+(``$SEQLAB_SEED``, default 0): :mod:`seqlab.demos.notebook` reads them. Three seeds of one page,
+away from the committed figures::
+
+    for s in 0 1 2; do python docs/_hooks/notebooks.py --seed $s --figures /tmp/f$s --runs /tmp/r$s PAGE; done
+
+A shell cell's ``seqlab`` is the one of the Python running this script, as in a Jupyter kernel
+(:func:`seqlab.demos.notebook.kernel_seqlab`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ import time
 from pathlib import Path
 
 import jupytext
+
+from seqlab.demos.notebook import kernel_seqlab
 
 SMOKE = re.compile(r"<!--\s*smoke:\s*(.*?)\s*-->", re.S)
 ANSWER = re.compile(r"<details[^>]*>.*?</details>", re.S)
@@ -84,8 +93,8 @@ def run_page(page: Path, run_answers: bool = False, log=print) -> None:
             args = smoke_args(markdown)
             if args and os.environ.get("SEQLAB_BUDGET") == "smoke":
                 script = with_args(script, args)
-            env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, check=False)
+            kernel_seqlab()  # `seqlab` is this Python's, as in a Jupyter kernel
+            done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], check=False)
             if done.returncode:
                 raise RuntimeError(f"{where}: shell cell exited {done.returncode}:\n{script}")
         else:
@@ -108,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--figures", type=Path, help="figure folder (default: figures/ per page)")
     parser.add_argument("--runs", type=Path, help="run folder (default: runs/tutorials/)")
     parser.add_argument("--answers", action="store_true", help="also run the worked answers")
+    parser.add_argument("--seed", type=int, help="seed of the models a page trains (default 0)")
     args = parser.parse_args(argv)
     import matplotlib
 
@@ -115,6 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["SEQLAB_BUDGET"] = args.budget
     if args.runs:
         os.environ["SEQLAB_RUNS"] = str(args.runs.resolve())
+    if args.seed is not None:
+        os.environ["SEQLAB_SEED"] = str(args.seed)
     for page in args.pages:
         page = page.resolve()
         figures = args.figures or page.parent / "figures"

@@ -6,6 +6,7 @@ in the same folder, then ``os.replace``), so a reader never sees a half-written 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -335,8 +336,9 @@ def plot_curves(records: Sequence[dict], path: str | Path, perplexity: bool = Tr
 def plot_self_attention(
     weights: Tensor, tokens: Sequence[str], path: str | Path, title: str = "Self-attention"
 ) -> Path:
-    """One layer's self-attention, one heatmap per head side by side ("why multiple heads":
-    each head attends differently).
+    """One layer's self-attention, one heatmap per head ("why multiple heads": each head
+    attends differently), the heads in a near-square grid (2 × 2 for 4) so that the token labels
+    read at a web page's width (about 800 px at the saved 120 dpi).
 
     Shape:
         weights ``(h, T, T)``; ``tokens`` has T labels.
@@ -347,29 +349,38 @@ def plot_self_attention(
     if len(tokens) != t:
         raise ValueError(f"{len(tokens)} token labels for {t} positions")
     show = t <= 60  # tick labels only where they fit
-    side = min(max(2.5, 0.22 * t + 1.0), 8.0)
-    # below the square heatmaps: the rotated token labels and "key"; above: two rows of titles
-    labels = 0.06 * max(map(len, tokens), default=1) if show else 0.0
+    cols = math.ceil(math.sqrt(heads))
+    rows = math.ceil(heads / cols)
+    side = min(max(2.9, 0.2 * t), 8.0)  # 0.2 in a token: room for 9 pt labels
+    labels = 0.09 * max(map(len, tokens), default=1) if show else 0.0  # the rotated x labels
     fig, axes = plt.subplots(
-        1, heads, figsize=(side * heads + 1.0, side + 1.0 + labels), squeeze=False,
-        layout="constrained",
+        rows, cols, figsize=(side * cols + 1.6, (side + 0.25) * rows + 0.6 + labels),
+        squeeze=False, sharex=True, sharey=True, layout="constrained",
     )  # fmt: skip
     top = float(weights.max()) or 1.0  # one colour scale for every head
-    for h, ax in enumerate(axes[0]):
+    for h, ax in enumerate(axes.flat):
+        if h >= heads:  # the grid's unused corner
+            ax.set_visible(False)
+            continue
         image = ax.imshow(
             weights[h].float().cpu().numpy(), cmap="Reds", vmin=0, vmax=top, interpolation="nearest"
         )
-        ax.set_title(f"head {h}")
+        ax.set_title(f"head {h}", fontsize=11)
+        row, col = divmod(h, cols)
+        last_row = h + cols >= heads  # nothing below it: it carries the key labels
         if show:
-            ax.set_xticks(range(t), labels=list(tokens), rotation=90, fontsize=7)
-            ax.set_yticks(range(t), labels=list(tokens) if h == 0 else [], fontsize=7)
+            ax.set_xticks(range(t), labels=list(tokens), rotation=90, fontsize=9)
+            ax.set_yticks(range(t), labels=list(tokens), fontsize=9)
+            ax.tick_params(labelbottom=last_row, labelleft=col == 0)
         else:
             ax.set_xticks([])
             ax.set_yticks([])
-        ax.set_xlabel("key")
-    axes[0][0].set_ylabel("query")
-    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="attention weight")
-    fig.suptitle(title)
+        if last_row:
+            ax.set_xlabel("key", fontsize=10)
+        if col == 0:
+            ax.set_ylabel("query", fontsize=10)
+    fig.colorbar(image, ax=list(axes.flat), shrink=0.6, label="attention weight")
+    fig.suptitle(title, fontsize=11)
     return save_figure(fig, path)
 
 

@@ -115,10 +115,12 @@ def load_run(args: argparse.Namespace) -> Predictor:
     from seqlab.tasks import predictors  # deferred: torch (the tasks)
     from seqlab.tasks.options import undeclared  # deferred: torch (the tasks)
 
+    # the decoding layout (--threads, --workers), declared by translation runs only
+    threads, workers = getattr(args, "threads", None) or 0, getattr(args, "workers", None) or 0
     if getattr(args, "engine", None) == "ctranslate2":  # before PyTorch starts its threads
         from seqlab.export.ctranslate2 import give_cores_to_ctranslate2  # deferred: torch
 
-        give_cores_to_ctranslate2()
+        give_cores_to_ctranslate2(threads, workers)
     model = seqlab.load(args.run, args.which, args.precision)
     command, holds = args.command, f"{model.kind} model (model.arch={model.cfg.model.arch})"
     if command not in model.commands:
@@ -146,6 +148,11 @@ def load_run(args: argparse.Namespace) -> Predictor:
         others = [seqlab.load(run, args.which, args.precision) for run in ensemble]
         model = model.ensemble_with(others, ensemble)  # type: ignore[attr-defined]
     model.check(command, call_options(args, model))
+    lays_out = any(o.flag == "--workers" for o in model.options_for(command))
+    if lays_out and getattr(args, "engine", None) != "ctranslate2":
+        from seqlab.tasks.translation.engines import give_cores_to_seqlab  # deferred: torch
+
+        give_cores_to_seqlab(threads, workers)  # one batch per thread unless told
     return model
 
 

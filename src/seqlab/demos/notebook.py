@@ -10,13 +10,27 @@ page:
   2 cores; ``make figures`` draws the site's figures at this budget;
 - ``SEQLAB_BUDGET=smoke``: seconds a page, tiny steps and data; the test suite runs every page so.
 
-Figures go to ``$SEQLAB_FIGURES`` (default ``figures/`` beside the page, the folder the site shows)
-and runs to ``$SEQLAB_RUNS`` (default ``runs/tutorials/``).
+Figures go to ``$SEQLAB_FIGURES`` and runs to ``$SEQLAB_RUNS`` (default ``runs/tutorials/``).
+The site's figures (``docs/tutorials/figures/``) are drawn only by ``make figures`` and the page
+runner, which name that folder; a page run in Jupyter, with ``$SEQLAB_FIGURES`` unset, writes its
+figures to a scratch folder, ``runs/tutorials/figures/`` (ignored by git), and never over the
+committed ones. ``$SEQLAB_SEED`` (default 0) seeds the models a page trains (:func:`seed`,
+``train.seed``): the pages' figures and numbers are seed 0's, and
+``docs/_hooks/notebooks.py --seed 1`` reruns a page with another seed to see what varies.
+
+A page's shell cells (``%%sh``) call ``seqlab``: importing this module puts first on ``PATH`` a
+``seqlab`` command that runs ``python -m seqlab`` with the Python running the kernel
+(:func:`kernel_seqlab`), so that a kernel started without its virtual environment activated still
+runs its own seqlab, not another one or none.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +41,10 @@ T = TypeVar("T")
 BUDGET = "SEQLAB_BUDGET"
 FIGURES = "SEQLAB_FIGURES"
 RUNS = "SEQLAB_RUNS"
+SEED = "SEQLAB_SEED"
 BUDGETS = ("full", "smoke")
+#: where a page run outside ``make figures`` and the runner puts its figures
+SCRATCH_FIGURES = Path("runs") / "tutorials" / "figures"
 
 
 def budget_name() -> str:
@@ -48,9 +65,20 @@ def budget(full: T, smoke: T) -> T:
     return smoke if budget_name() == "smoke" else full
 
 
+def seed() -> int:
+    """The seed of the models a page trains, from ``$SEQLAB_SEED`` (unset or empty: 0); a page
+    passes it as ``f"train.seed={seed()}"``, which also draws its generated data."""
+    text = os.environ.get(SEED, "").strip() or "0"
+    if not text.isdigit() or int(text) > 2**32 - 1:
+        raise ConfigError(f"${SEED}={text!r}: expected a whole number from 0 to 2**32 - 1")
+    return int(text)
+
+
 def figure_path(name: str) -> Path:
-    """Where a page writes its figure ``name`` (``$SEQLAB_FIGURES/name``, default ``figures/``)."""
-    folder = Path(os.environ.get(FIGURES, "") or "figures")
+    """Where a page writes its figure ``name``: ``$SEQLAB_FIGURES/name``, and when that is unset
+    (a page run in Jupyter) the scratch folder ``runs/tutorials/figures/name``, never the site's
+    committed ``figures/``."""
+    folder = Path(os.environ.get(FIGURES, "") or SCRATCH_FIGURES)
     folder.mkdir(parents=True, exist_ok=True)
     return folder / name
 
@@ -73,3 +101,28 @@ def show(path: str | Path) -> Any:
     except ImportError:
         return Path(path)
     return Image(filename=str(path))
+
+
+def kernel_seqlab() -> Path:
+    """Put first on ``PATH`` (``os.environ``, which shell cells inherit) a folder whose ``seqlab``
+    runs ``sys.executable -m seqlab``; return that folder. The same Python every time gives the
+    same folder (under the system's temporary folder)."""
+    python = str(Path(sys.executable).absolute())
+    digest = hashlib.sha256(python.encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"seqlab-kernel-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.name == "nt":
+        script, text = folder / "seqlab.cmd", f'@"{python}" -m seqlab %*\n'
+    else:
+        script, text = folder / "seqlab", f'#!/bin/sh\nexec {shlex.quote(python)} -m seqlab "$@"\n'
+    if not script.is_file() or script.read_text(encoding="utf-8") != text:
+        partial = script.with_name(f".{script.name}.{os.getpid()}")
+        partial.write_text(text, encoding="utf-8")
+        partial.chmod(0o755)
+        partial.replace(script)  # atomic: two kernels starting together both see a whole file
+    entries = [e for e in os.environ.get("PATH", "").split(os.pathsep) if e and e != str(folder)]
+    os.environ["PATH"] = os.pathsep.join([str(folder), *entries])
+    return folder
+
+
+kernel_seqlab()

@@ -15,6 +15,10 @@ A model (:class:`~seqlab.models.seq2seq.Seq2Seq`, :class:`~seqlab.models.bahdana
 - ``reorder_memory(memory, indices)``, ``reorder_state(state, indices)``: select, repeat or permute
   batch rows (beam search, dropping finished sentences).
 
+A model may also override :meth:`~EncoderDecoder.expand_memory`, which gives each sentence's
+memory to K consecutive rows (the K beams of beam search): by default it repeats every row K
+times; the Transformer keeps one copy per sentence and lets the K beams' queries share it.
+
 The base class derives the rest from them: teacher-forced :meth:`~EncoderDecoder.decode`, one-token
 :meth:`~EncoderDecoder.decode_step`, ``forward``, the padding-aware :meth:`~EncoderDecoder.loss` and
 :meth:`~EncoderDecoder.attention_maps` (a model with attention layers adds each layer's and head's
@@ -28,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+import torch
 from torch import Tensor, nn
 
 from seqlab.deprecation import renamed_kwargs
@@ -102,6 +107,20 @@ class EncoderDecoder(nn.Module):
         raise NotImplementedError
 
     # --------------------------------------------------------------------- derived, shared
+    def expand_memory(self, memory: Any, sentences: int, beams: int) -> Any:
+        """The memory of ``sentences`` sentences for ``beams`` rows each, K = ``beams``: rows
+        ``b·K .. b·K + K - 1`` read sentence b's (beam search). Here every row is repeated K
+        times (:meth:`reorder_memory`); a model whose decoder can let the K rows share one copy
+        overrides this (the Transformer does). Afterwards :meth:`reorder_memory` is given whole
+        blocks of K rows.
+
+        Shape:
+            B sentences -> B·K rows.
+        """
+        device = next((w.device for w in self.parameters()), torch.device("cpu"))
+        rows = torch.arange(sentences, device=device).repeat_interleave(beams)  # (B·K,)
+        return self.reorder_memory(memory, rows)
+
     @renamed_kwargs(need_attention="need_weights")
     def decode(
         self, memory: Any, tgt_in: Tensor, *, need_weights: bool = False

@@ -75,6 +75,12 @@ class Ensemble(EncoderDecoder):
             m.reorder_memory(mem, indices) for m, mem in zip(self.members, memory, strict=True)
         )
 
+    def expand_memory(self, memory: tuple[Any, ...], sentences: int, beams: int) -> tuple[Any, ...]:
+        return tuple(
+            m.expand_memory(mem, sentences, beams)
+            for m, mem in zip(self.members, memory, strict=True)
+        )
+
     def reorder_state(self, state: tuple[Any, ...], indices: Tensor) -> tuple[Any, ...]:
         return tuple(
             m.reorder_state(st, indices) for m, st in zip(self.members, state, strict=True)

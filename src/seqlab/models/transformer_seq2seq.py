@@ -27,21 +27,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from seqlab.catalog import ModelSpec, register_model
 from seqlab.config.models import TransformerConfig
 from seqlab.models.encoder_decoder import AttentionMaps, EncoderDecoder
-from seqlab.nn.attention import KVCache
+from seqlab.nn.kv_cache import KVCache
 from seqlab.nn.transformer import Decoder, DecoderCache, Encoder, SelfState
 
 
 @dataclass(frozen=True)
 class TransformerMemory:
-    """The source as the decoder sees it: per decoder layer, the projected encoder output."""
+    """The source as the decoder sees it: per decoder layer, the projected encoder output.
+
+    ``beams`` (K) decoder rows read each sentence's memory: rows b·K .. b·K + K - 1 read
+    sentence b's (:meth:`TransformerSeq2Seq.expand_memory`), their queries sharing one copy of its
+    keys and values (:meth:`~seqlab.nn.attention.MultiHeadAttention.attend`), never one per beam.
+    """
 
     cross_kv: tuple[KVCache, ...]  # per decoder layer, key and value (B, h, S, d_k)
     mask: Tensor  # (B, 1, S) bool, True = real source position
+    beams: int = 1  # K decoder rows per sentence
+
+    @property
+    def rows(self) -> int:
+        """How many decoder rows read this memory: B·K."""
+        return self.mask.shape[0] * self.beams
 
 
 @dataclass(frozen=True)
@@ -137,7 +149,7 @@ class TransformerSeq2Seq(EncoderDecoder):
     def init_state(self, memory: TransformerMemory) -> TransformerState:
         """No target position decoded yet: empty self-attention caches ``(B, h, 0, d_k)``."""
         ref = memory.cross_kv[0].key  # (B, h, S, d_k)
-        return TransformerState(self.decoder.empty_self_state(ref.shape[0], ref))
+        return TransformerState(self.decoder.empty_self_state(memory.rows, ref))  # B·K rows
 
     def run_decoder(
         self,
@@ -181,8 +193,31 @@ class TransformerSeq2Seq(EncoderDecoder):
             {"cross": cross, "encoder": list(encoder), "decoder": list(out.self_attention)},
         )
 
+    def expand_memory(
+        self, memory: TransformerMemory, sentences: int, beams: int
+    ) -> TransformerMemory:
+        """K = ``beams`` decoder rows per sentence, sharing its one copy (nothing is copied)."""
+        if memory.beams != 1 or memory.mask.shape[0] != sentences:
+            return super().expand_memory(memory, sentences, beams)
+        return TransformerMemory(memory.cross_kv, memory.mask, beams)
+
     def reorder_memory(self, memory: TransformerMemory, indices: Tensor) -> TransformerMemory:
-        """Rows ``indices`` of the memory (select, repeat or permute sentences)."""
+        """Rows ``indices`` of the memory (select, repeat or permute sentences). With K rows per
+        sentence, whole blocks of K select sentences (the copies stay shared); other rows give
+        each row its own copy."""
+        k = memory.beams
+        if k > 1:
+            if indices.numel() % k == 0:
+                block = indices.view(-1, k)  # (B', K)
+                offsets = torch.arange(k, device=indices.device)  # (K,)
+                if bool(((block[:, :1] % k == 0) & (block - block[:, :1] == offsets)).all()):
+                    sentences = block[:, 0] // k  # (B',) whole blocks: sentences selected
+                    return TransformerMemory(
+                        tuple(kv.index_select(sentences) for kv in memory.cross_kv),
+                        memory.mask.index_select(0, sentences),
+                        k,
+                    )
+            indices = indices // k  # (R',) the sentence of each row: one copy per row
         return TransformerMemory(
             cross_kv=tuple(kv.index_select(indices) for kv in memory.cross_kv),
             mask=memory.mask.index_select(0, indices),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.attention_positions import AttentionPositions
+from seqlab.nn.kv_cache import KVCache
 
 
 # ----------------------------------------------------------------------------------------- masks
@@ -105,6 +105,10 @@ def masked_softmax(
 
 
 # ------------------------------------------------------------------------------- scoring
+#: up to this many queries, inference computes attention explicitly (two products)
+_FEW_QUERIES = 8
+
+
 def _fused_backend(query: Tensor) -> AbstractContextManager[object]:
     """The kernel choice for ``F.scaled_dot_product_attention`` when training in bf16/fp16 on CPU.
 
@@ -134,11 +138,12 @@ def scaled_dot_product_attention(
     """softmax(Q Kᵀ / √d_k + bias) V (Vaswani et al. 2017, §3.2.1, eq. 1; the bias of ALiBi or
     T5, :mod:`seqlab.nn.attention_positions`).
 
-    Without ``need_weights`` this calls the fused ``F.scaled_dot_product_attention``; with it,
-    an explicit path computes and returns the weights. Both give the same output, including zero
-    outputs for fully masked query rows: the fused call sees such rows unmasked and their output
-    is zeroed afterwards, since some fused kernels (older PyTorch, some CUDA backends) give NaN
-    there. (PyTorch 2.13's CPU kernels already return zeros.)
+    Without ``need_weights`` this calls the fused ``F.scaled_dot_product_attention``, except for
+    one query, or a few without gradients (decoding), where two explicit products are faster;
+    with ``need_weights`` the explicit path computes and returns the weights. Both give the same
+    output, including zero outputs for fully masked query rows: the fused call sees such rows
+    unmasked and their output is zeroed afterwards, since some fused kernels (older PyTorch, some
+    CUDA backends) give NaN there. (PyTorch 2.13's CPU kernels already return zeros.)
 
     Args:
         mask: bool, True = may attend, broadcastable to ``(..., Tq, Tk)``.
@@ -156,15 +161,17 @@ def scaled_dot_product_attention(
     num_q, num_k = query.shape[-2], key.shape[-2]
     if mask is not None:
         _check_mask(mask)
-    if is_causal and (need_weights or mask is not None or num_q != num_k or bias is not None):
+    # one query (a decoding step), or a few without gradients (the K beams of a sentence sharing
+    # its keys): the fused kernel's setup costs more than the products themselves
+    few = num_q == 1 or (num_q <= _FEW_QUERIES and not torch.is_grad_enabled())
+    explicit = need_weights or (few and dropout_p == 0.0)
+    if is_causal and (explicit or mask is not None or num_q != num_k or bias is not None):
         # F.scaled_dot_product_attention's is_causal is top-left aligned, ours bottom-right
         # (queries are the last Tq positions): build the mask; one query may see every key
         if num_q > 1:
             causal = causal_mask(num_q, num_k, device=query.device)  # (Tq, Tk)
             mask = causal if mask is None else mask & causal
         is_causal = False
-    # one query (a decoding step): the fused kernel's setup costs more than the product itself
-    explicit = need_weights or (num_q == 1 and dropout_p == 0.0)
     if bias is not None:
         bias = bias.to(query.dtype)
     if not explicit:
@@ -247,31 +254,6 @@ class AdditiveAttention(nn.Module):
 
 
 # ---------------------------------------------------------------------------------- multi-head
-@dataclass(frozen=True)
-class KVCache:
-    """Projected keys and values of one attention layer, split into heads.
-
-    For self-attention during incremental decoding it holds every position seen so far and
-    grows by :meth:`append`; for cross-attention it holds the projected encoder output,
-    computed once by :meth:`MultiHeadAttention.project_kv`.
-    """
-
-    key: Tensor  # (B, h, Tk, d_k)
-    value: Tensor  # (B, h, Tk, d_k)
-
-    @property
-    def length(self) -> int:
-        return self.key.shape[2]
-
-    def append(self, key: Tensor, value: Tensor) -> KVCache:
-        """A new cache with ``key``/``value`` ``(B, h, T, d_k)`` added after the stored ones."""
-        return KVCache(torch.cat([self.key, key], dim=2), torch.cat([self.value, value], dim=2))
-
-    def index_select(self, indices: Tensor) -> KVCache:
-        """Rows ``indices`` of the batch (beam search selects, repeats and permutes them)."""
-        return KVCache(self.key.index_select(0, indices), self.value.index_select(0, indices))
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (Vaswani et al. 2017, §3.2.2).
 
@@ -341,12 +323,33 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from raw queries to already projected keys/values.
 
+        ``kv`` and ``mask`` may hold fewer rows than ``query``: B rows for B·K query rows, where
+        query rows b·K .. b·K + K - 1 attend to row b (the K beams of one sentence share its
+        projected source). Their K·Tq queries then go through one product with the shared keys,
+        so the keys are neither copied per beam nor read K times.
+
         Shape:
-            query ``(B, Tq, d)`` -> output ``(B, Tq, d)``, weights ``(B, h, Tq, Tk)`` or None.
+            query ``(B·K, Tq, d)``, kv ``(B, h, Tk, d_k)``, mask ``(B, 1|Tq, Tk)``
+            -> output ``(B·K, Tq, d)``, weights ``(B·K, h, Tq, Tk)`` or None (K = 1: plain).
         """
         w_q, b_q = self._block(0)
-        q = self._split(F.linear(query, w_q, b_q))  # (B, h, Tq, d_k)
-        return self._heads(q, kv, mask, is_causal, need_weights)
+        rows, t, _ = query.shape
+        shared = kv.key.shape[0]
+        if rows == shared:
+            q = self._split(F.linear(query, w_q, b_q))  # (B, h, Tq, d_k)
+            return self._heads(q, kv, mask, is_causal, need_weights)
+        if rows % shared or is_causal or (mask is not None and mask.shape[-2] != 1):
+            raise ValueError(
+                f"{rows} query rows cannot share the keys of {shared} rows"
+                + (" (a causal or per-query mask)" if rows % shared == 0 else "")
+            )
+        k = rows // shared
+        grouped = F.linear(query, w_q, b_q).view(shared, k * t, self.d_model)  # (B, K·Tq, d)
+        out, weights = self._heads(self._split(grouped), kv, mask, False, need_weights)
+        if weights is not None:  # (B, h, K·Tq, Tk) -> (B·K, h, Tq, Tk)
+            weights = weights.view(shared, self.num_heads, k, t, -1).transpose(1, 2)
+            weights = weights.reshape(rows, self.num_heads, t, -1)
+        return out.view(rows, t, self.d_model), weights  # (B·K, Tq, d)
 
     def self_attention(
         self,

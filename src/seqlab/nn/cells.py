@@ -144,7 +144,7 @@ class GRUResetBeforeCell(GRUCell):
     Why two forms exist: resetting after the matmul, r_t ⊙ (h_{t-1} W_hn + b_hn), lets a layer
     compute h_{t-1} W_h for all three gates in one matmul before r_t is known; cuDNN chose it for
     speed and PyTorch's ``nn.GRU`` follows cuDNN. The two are different functions of the same
-    weights (they agree when r_t = 1 and b_hn = 0); both train equally well in practice. This
+    weights (they agree when r_t = 1, whatever b_hn); both train equally well in practice. This
     cell is ``cell: gru_reset_before``, scratch backend only.
 
     Shape:

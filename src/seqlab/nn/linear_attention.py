@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seqlab.nn.attention import KVCache, MultiHeadAttention
+from seqlab.nn.attention import MultiHeadAttention
+from seqlab.nn.kv_cache import KVCache
 
 #: the denominator's guard (the paper's code uses the same)
 EPS = 1e-6

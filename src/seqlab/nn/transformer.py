@@ -27,9 +27,10 @@ from typing import Literal, NamedTuple
 from torch import Tensor, nn
 
 from seqlab.deprecation import renamed_kwargs
-from seqlab.nn.attention import KVCache, MultiHeadAttention, padding_mask
+from seqlab.nn.attention import MultiHeadAttention, padding_mask
 from seqlab.nn.attention_positions import AttentionPositions, position_spec, relative_positions_for
 from seqlab.nn.dropout import Dropout
+from seqlab.nn.kv_cache import KVCache
 from seqlab.nn.linear_attention import LinearAttentionState, LinearSelfAttention
 from seqlab.nn.positional_encoding import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 

@@ -21,10 +21,15 @@ filesystem; with an API key every model route needs ``Authorization: Bearer KEY`
 ``X-API-Key``); CORS is off unless origins are given; every error is JSON ``{"error": message,
 "limit": name | null}``, never a traceback (tracebacks go to the server's log).
 
-A task's route is lean: the body is read once and parsed and validated in one pass
-(:func:`~seqlab.serve.http.parse_body`), checked by the model's handler on the event loop,
-batched with other requests on the model's worker thread, and its response serialised once
-(:func:`~seqlab.serve.http.json_response`).
+A task's route is lean: a ``POST`` to it is answered by the application's outer ASGI dispatch
+(:class:`SeqlabAPI`), below FastAPI's and Starlette's middleware (telemetry, body limit, error
+and exception middleware, exit stack, routing), with the same error mapping
+(:func:`error_for`), body limit (:func:`~seqlab.serve.http.read_body`), key and CORS; its body
+is read once and parsed and validated in one pass (:func:`~seqlab.serve.http.parse_body`),
+checked by the model's handler on the event loop, batched with other requests on the model's
+worker thread, and its response serialised once, by pydantic, straight to bytes
+(:func:`~seqlab.serve.http.json_response`). Everything else (the page, ``/health``,
+``/models``, the docs, another method on a task's route) goes through FastAPI as before.
 """
 
 from __future__ import annotations
@@ -34,14 +39,17 @@ import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from seqlab.errors import SeqlabError
 from seqlab.serve import schemas
@@ -53,6 +61,7 @@ from seqlab.serve.http import (
     json_response,
     log,
     parse_body,
+    read_body,
     stream,
     validation_message,
 )
@@ -152,12 +161,12 @@ class Server:
             for name, handler in self.handlers.items()
         }
 
-    def authorise(self, request: Request) -> None:
+    def authorise(self, headers: Headers) -> None:
         """Refuse (401) a request without the server's API key, when it has one."""
         if self.api_key is None:
             return
-        given = request.headers.get("x-api-key")
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = headers.get("x-api-key")
+        scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer":
             given = token.strip()
         if given is None or not hmac.compare_digest(given.encode(), self.api_key.encode()):
@@ -202,18 +211,44 @@ class Server:
             ) from None
         return json_response(result)
 
+    async def respond(self, task: str, service: Service, headers: Headers, body: bytes) -> Response:
+        """``POST service.route`` with ``body`` (read within the limit): authorised, the body
+        parsed once, the model picked, the request checked by its handler, then answered
+        (streamed, for a streaming request). Errors are raised (:func:`error_for` maps them)."""
+        self.authorise(headers)
+        request = parse_body(body, service.body)
+        handler = self.pick(request.model, task, service.route)
+        work, size = handler.prepare(request)
+        if service.stream and getattr(request, "stream", False):
+            return stream(self.batchers[handler.name], work, self.limits.timeout_s)
+        return await self.answer(handler, work, size)
+
     def endpoint(self, task: str, service: Service) -> Callable[[Request], Awaitable[Response]]:
-        """``POST service.route``: authorised, the body parsed once, the model picked, the
-        request checked by its handler, then answered (streamed, for a streaming request)."""
+        """``POST service.route`` as a route of FastAPI's router (:meth:`respond`): it answers
+        another method with 405, and a ``POST`` the outer dispatch did not take
+        (:class:`SeqlabAPI`)."""
 
         async def post(request: Request) -> Response:
-            self.authorise(request)
-            body = parse_body(await request.body(), service.body)
-            handler = self.pick(body.model, task, service.route)
-            work, size = handler.prepare(body)
-            if service.stream and getattr(body, "stream", False):
-                return stream(self.batchers[handler.name], work, self.limits.timeout_s)
-            return await self.answer(handler, work, size)
+            return await self.respond(task, service, request.headers, await request.body())
+
+        return post
+
+    def lean_endpoint(self, task: str, service: Service) -> ASGIApp:
+        """``POST service.route`` as a bare ASGI application, for :class:`SeqlabAPI`'s dispatch:
+        the body read within ``max_body_bytes`` (413 before anything else, as the generic
+        stack's :class:`~seqlab.serve.http.BodyLimit` does), then :meth:`respond`, each error
+        answered by :func:`error_for` as FastAPI's handlers answer it."""
+        limit = self.limits.max_body_bytes
+
+        async def post(scope: Scope, receive: Receive, send: Send) -> None:
+            try:
+                body = await read_body(scope, receive, limit)
+                if body is None:  # the client left before sending its body: nobody to answer
+                    return
+                response = await self.respond(task, service, Headers(scope=scope), body)
+            except Exception as exc:  # noqa: BLE001 - every error is a JSON answer
+                response = error_for(exc, self.limits, scope)
+            await response(scope, receive, send)
 
         return post
 
@@ -234,6 +269,28 @@ class Server:
             metrics=run.metrics if run is not None else {},
             **handler.details(),
         )
+
+
+class SeqlabAPI(FastAPI):
+    """FastAPI's application entered through one outer ASGI dispatch: a ``POST`` to a task's
+    route goes straight to its lean endpoint (:meth:`Server.lean_endpoint`, wrapped in the same
+    CORS middleware when CORS is on); every other request goes through FastAPI's stack (its
+    middleware, routing, exception handlers). The schema, ``/docs`` and ``app.state`` are
+    FastAPI's."""
+
+    #: route path → the task's lean endpoint (set by :func:`create_app`; none: all to FastAPI)
+    lean: Mapping[str, ASGIApp] = MappingProxyType({})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path, root = scope["path"], scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root) :]
+            endpoint = self.lean.get(path)
+            if endpoint is not None:
+                await endpoint(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -266,7 +323,7 @@ def create_app(
             await asyncio.to_thread(batcher.close, limits.timeout_s)
 
     served = sorted({h.task.replace("_", " ") for h in server.handlers.values()})
-    app = FastAPI(
+    app = SeqlabAPI(
         title="seqlab",
         summary="Trained seqlab models over HTTP, with their attention: " + ", ".join(served),
         lifespan=lifespan,
@@ -277,15 +334,17 @@ def create_app(
         server.batchers,
     )
     app.state.limits = limits
+    app.lean = {s.route: server.lean_endpoint(t, s) for t, s in server.services.items()}
     if cors:
         from fastapi.middleware.cors import CORSMiddleware  # deferred: fastapi's CORS, if asked
 
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(cors),
-            allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
-        )
+        allowed = {
+            "allow_origins": list(cors),
+            "allow_methods": ["GET", "POST"],
+            "allow_headers": ["Authorization", "X-API-Key", "Content-Type"],
+        }
+        app.add_middleware(CORSMiddleware, **allowed)  # type: ignore[arg-type]
+        app.lean = {route: CORSMiddleware(lean, **allowed) for route, lean in app.lean.items()}
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     add_error_handlers(app, limits)
     add_common_routes(app, server)
@@ -316,7 +375,7 @@ def add_common_routes(app: FastAPI, server: Server) -> None:
     """The page, its panels, ``/health`` and ``/models``."""
 
     async def authorised(request: Request) -> None:
-        server.authorise(request)
+        server.authorise(request.headers)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -346,23 +405,17 @@ def add_common_routes(app: FastAPI, server: Server) -> None:
         return schemas.ModelsResponse(models=[server.describe(h) for h in server.handlers.values()])
 
 
-def add_error_handlers(app: FastAPI, limits: Limits) -> None:
-    """Every error as JSON ``{"error", "limit"}`` with its status, never a traceback."""
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+def error_for(exc: Exception, limits: Limits, scope: Scope) -> Response:
+    """The answer to an error, the same on every route: JSON ``{"error", "limit"}`` with its
+    status (:func:`~seqlab.serve.http.error`), never a traceback (an unexpected error is logged
+    and answered 500)."""
+    if isinstance(exc, RequestValidationError):
         return error(422, validation_message(exc))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    if isinstance(exc, StarletteHTTPException):
         return error(exc.status_code, str(exc.detail), **(exc.headers or {}))
-
-    @app.exception_handler(LimitExceeded)
-    async def _limit(request: Request, exc: LimitExceeded) -> JSONResponse:
+    if isinstance(exc, LimitExceeded):
         return error(exc.status, str(exc), exc.limit)
-
-    @app.exception_handler(QueueFull)
-    async def _busy(request: Request, exc: QueueFull) -> JSONResponse:
+    if isinstance(exc, QueueFull):
         return error(
             503,
             f"model {exc} is busy: its queue of max_queue={limits.max_queue} requests is full; "
@@ -370,20 +423,30 @@ def add_error_handlers(app: FastAPI, limits: Limits) -> None:
             "max_queue",
             **{"Retry-After": str(RETRY_AFTER_S)},
         )
-
-    @app.exception_handler(RequestTimeout)
-    async def _timeout(request: Request, exc: RequestTimeout) -> JSONResponse:
+    if isinstance(exc, RequestTimeout):
         return error(504, str(exc), "timeout_s")
-
-    @app.exception_handler(UnknownModel)
-    async def _unknown(request: Request, exc: UnknownModel) -> JSONResponse:
+    if isinstance(exc, UnknownModel):
         return error(404, str(exc))
-
-    @app.exception_handler(SeqlabError)
-    async def _seqlab(request: Request, exc: SeqlabError) -> JSONResponse:
+    if isinstance(exc, SeqlabError):
         return error(422, str(exc))
+    log.exception("internal error on %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
+    return error(500, "internal server error (the server's log has the details)")
 
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s %s", request.method, request.url.path)
-        return error(500, "internal server error (the server's log has the details)")
+
+def add_error_handlers(app: FastAPI, limits: Limits) -> None:
+    """Every error of FastAPI's stack answered by :func:`error_for`, as the lean routes' are."""
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        return error_for(exc, limits, request.scope)
+
+    for kind in (
+        RequestValidationError,
+        StarletteHTTPException,
+        LimitExceeded,
+        QueueFull,
+        RequestTimeout,
+        UnknownModel,
+        SeqlabError,
+        Exception,
+    ):
+        app.add_exception_handler(kind, handle)

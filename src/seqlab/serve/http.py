@@ -6,8 +6,10 @@ Every error is JSON ``{"error": message, "limit": name | null}``
 and validated in one pass by pydantic (``model_validate_json``, strict: no type is converted);
 its errors are reported as FastAPI reports a body's (:func:`parse_body`). The routes of the
 tasks are plain Starlette routes, so FastAPI's per-request machinery (dependency solving, a
-second JSON pass) is not on the request path; FastAPI's own OpenAPI generation describes them
-from the same declarations (:func:`documented_routes`).
+second JSON pass) is not on the request path, nor, for a ``POST``, its middleware (the
+application's outer dispatch answers it: :class:`seqlab.serve.app.SeqlabAPI`, with the body read
+by :func:`read_body`); FastAPI's own OpenAPI generation describes them from the same
+declarations (:func:`documented_routes`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from seqlab.errors import SeqlabError
 from seqlab.serve import schemas
 from seqlab.serve.batching import Batcher, Job
+from seqlab.serving.limits import LimitExceeded
 from seqlab.serving.service import Cancelled, Service
 
 log = logging.getLogger("seqlab.serve")
@@ -117,8 +120,41 @@ def duplicate_keys(body: bytes) -> list[tuple[tuple[str | int, ...], str]]:
     return out
 
 
+def body_too_large(limit: int) -> LimitExceeded:
+    """The error of a body over ``max_body_bytes`` (413)."""
+    return LimitExceeded(
+        f"the request body is over the server's limit max_body_bytes={limit}",
+        "max_body_bytes",
+        413,
+    )
+
+
+async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+    """A request's body, read within ``limit`` bytes: a declared ``Content-Length`` over it is
+    refused before a byte is read, a body without one as soon as it passes it
+    (:func:`body_too_large`); None when the client left before its end."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if value.isdigit() and int(value) > limit:
+                raise body_too_large(limit)
+            break
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise body_too_large(limit)
+        if not message.get("more_body", False):
+            return b"".join((*chunks, chunk)) if chunks else chunk
+        chunks.append(chunk)
+
+
 class BodyLimit:
-    """Refuse request bodies over ``max_body_bytes`` (413) before anything parses them."""
+    """Refuse request bodies over ``max_body_bytes`` (413) before anything parses them, on the
+    routes of FastAPI's stack (a task's ``POST`` reads its own: :func:`read_body`)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
@@ -127,24 +163,12 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length", b"").decode("latin-1")
-        if declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(scope, receive, send)
+        try:
+            read = await read_body(scope, receive, self.limit)
+        except LimitExceeded as exc:
+            await error(413, str(exc), exc.limit)(scope, receive, send)
             return
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body, replayed = b"".join(chunks), False
+        body, replayed = b"" if read is None else read, False
 
         async def replay() -> Message:
             nonlocal replayed
@@ -154,14 +178,6 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = error(
-            413,
-            f"the request body is over the server's limit max_body_bytes={self.limit}",
-            "max_body_bytes",
-        )
-        await response(scope, receive, send)
 
 
 #: the answer of a streaming route, for its OpenAPI schema
@@ -212,8 +228,9 @@ def documented_routes(services: Mapping[str, Service]) -> list[APIRoute]:
 
 
 def json_response(result: BaseModel) -> Response:
-    """A response model serialised once, by pydantic itself."""
-    return Response(result.model_dump_json(), media_type="application/json")
+    """A response model serialised once, by pydantic itself, straight to bytes (what
+    ``model_dump_json`` writes, not decoded to a string and encoded again)."""
+    return Response(result.__pydantic_serializer__.to_json(result), media_type="application/json")
 
 
 def sse(event: str, data: Any) -> str:

@@ -8,6 +8,7 @@ plateau rule, and the comparison of an average of the last checkpoints with the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +87,9 @@ class Validator:
         record: dict[str, Any] = {"step": state.step, "epoch": state.epoch}
         bad: list[str] = []
         if self.evaluates:
+            start = time.perf_counter()
             record.update(self.evaluate())
+            record["validation_s"] = round(time.perf_counter() - start, 2)  # its wall time
             bad = non_finite(record, self.select.metric)
         if dist.broadcast_flag(bool(bad)):
             # the weights give NaN/inf: never a best or a checkpoint to resume from

@@ -142,6 +142,23 @@ OPTIONS: tuple[Option, ...] = (
         convert=engine_argument,
     ),
     Option(
+        "--threads",
+        "decoding threads (default: every core PyTorch uses)",
+        ("translate", "evaluate"),
+        type="positive_int",
+        role="cli",
+        metavar="N",
+    ),
+    Option(
+        "--workers",
+        "batches decoded at once, from as many threads sharing --threads (CTranslate2's "
+        "inter_threads; default: one per thread)",
+        ("translate", "evaluate"),
+        type="positive_int",
+        role="cli",
+        metavar="N",
+    ),
+    Option(
         "--quantize",
         "ctranslate2: quantized weights (e.g. int8); only the types this "
         "CPU runs are accepted (the error lists them)",

@@ -4,6 +4,7 @@ and how checkpoints are chosen (:data:`SELECT`)."""
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from seqlab.objective import LossOutput, Selection
 from seqlab.storage.text import own_data
 from seqlab.tasks.base import Experiment
 from seqlab.tasks.translation.artefacts import Pairs, _sizes, load_pairs, load_vocabs, save_vocabs
+from seqlab.tasks.translation.engines import cores_for_seqlab
 from seqlab.tasks.translation.translator import Translator
 
 
@@ -58,7 +60,8 @@ def validation(cfg: ExperimentConfig, vocabs: TranslationVocabs, val: Pairs, fin
             loss, n = model.loss(batch.to(device))
             total, count = total + loss.item() * n, count + n
         translator = Translator(model, decoding, vocabs)
-        with warnings.catch_warnings(), own_data():
+        layout = cores_for_seqlab() if device.type == "cpu" else nullcontext()  # batch per core
+        with warnings.catch_warnings(), own_data(), layout:
             warnings.simplefilter("ignore")
             scores = translator.score([s for s, _ in val], [t for _, t in val])
         return {
