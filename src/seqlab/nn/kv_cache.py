@@ -40,7 +40,7 @@ class KVCache:
 
     For self-attention during incremental decoding it holds every position seen so far and
     grows by :meth:`append`; for cross-attention it holds the projected encoder output,
-    computed once by :meth:`MultiHeadAttention.project_kv`.
+    computed once by :meth:`seqlab.nn.attention.MultiHeadAttention.project_kv`.
 
     **Preallocated.** A cache that grows keeps its positions in storage with room for more
     (``room``, :data:`ROOM` positions at a time), time-major, so that the positions filled are
