@@ -83,6 +83,14 @@ def test_a_validation_speaker_comes_from_the_training_side():
     assert not set(own["val"]) & set(own["test"]) and "george" not in speakers(own["train"])
 
 
+def test_an_excluded_speaker_is_in_no_split():
+    split = ad.fsdd_split(NAMES, "theo", "george", 0.1, seed=0, exclude_speakers=["lucas"])
+    assert {k: len(v) for k, v in split.items()} == {"train": 1500, "val": 500, "test": 500}
+    assert speakers(split["train"]) == {"jackson", "nicolas", "yweweler"}
+    kept = ad.fsdd_split(NAMES, "theo", "george", 0.1, seed=0)
+    assert split["val"] == kept["val"] and split["test"] == kept["test"]
+
+
 @pytest.mark.parametrize(
     "data, message",
     [
@@ -96,6 +104,18 @@ def test_a_validation_speaker_comes_from_the_training_side():
         (
             {"dataset": "fsdd", "test_speaker": "theo", "val_speaker": "theo"},
             "data.val_speaker and data.test_speaker are both 'theo'",
+        ),
+        (
+            {"dataset": "fsdd", "exclude_speakers": ["theo", "ann"]},
+            "data.exclude_speakers='ann' is not a speaker of fsdd",
+        ),
+        (
+            {"dataset": "fsdd", "test_speaker": "theo", "exclude_speakers": ["theo"]},
+            "data.test_speaker='theo' is also in data.exclude_speakers",
+        ),
+        (
+            {"dataset": "sst2", "exclude_speakers": ["theo"]},
+            "data.exclude_speakers holds out a speaker",
         ),
     ],
 )

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,6 +163,10 @@ def site(folder: Path = ROOT / "site", only: tuple[str, ...] = ()) -> None:
                 elif image:
                     shown = driver.find_element(By.CSS_SELECTOR, f'img[src$="/{image}"]')
                     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", shown)
+                # the header swaps the site's title for the page's on scroll (a 250 ms CSS
+                # transition): wait for the fonts and for it to end
+                driver.execute_async_script("document.fonts.ready.then(arguments[0])")
+                time.sleep(1.0)
                 driver.save_screenshot(str(DOCS / name))
                 print(f"docs/{name}: {page}")
         finally:

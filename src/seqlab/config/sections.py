@@ -9,6 +9,7 @@ The whole experiment, checked across its sections, and the reading of a file:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -126,6 +127,11 @@ class DataConfig(Strict):
         description="fsdd: this training speaker's clips are the validation split (else "
         "val_fraction of each digit's training clips)",
     )
+    exclude_speakers: list[str] = Field(
+        default_factory=list,
+        description="fsdd: these speakers' clips are in no split (a further speaker held out "
+        "of the run, for a choice made after validation)",
+    )
 
     @model_validator(mode="after")
     def _languages_differ(self) -> DataConfig:
@@ -140,16 +146,23 @@ class DataConfig(Strict):
             raise ValueError(
                 f"src_lang and tgt_lang are both {self.src_lang!r}; pick two languages"
             )
-        check_speakers(self.dataset, self.test_speaker, self.val_speaker)
+        check_speakers(self.dataset, self.test_speaker, self.val_speaker, self.exclude_speakers)
         return self
 
 
-def check_speakers(dataset: str, test_speaker: str | None, val_speaker: str | None) -> None:
-    """The rules of ``data.test_speaker`` and ``data.val_speaker`` (``ValueError`` naming the
-    key): a dataset with speakers (:attr:`seqlab.catalog.DatasetSpec.speakers`), one of them,
-    and two different ones."""
+def check_speakers(
+    dataset: str,
+    test_speaker: str | None,
+    val_speaker: str | None,
+    exclude_speakers: Sequence[str] = (),
+) -> None:
+    """The rules of ``data.test_speaker``, ``data.val_speaker`` and ``data.exclude_speakers``
+    (``ValueError`` naming the key): a dataset with speakers
+    (:attr:`seqlab.catalog.DatasetSpec.speakers`), one of them each, and all different."""
     speakers = catalog.datasets()[dataset].speakers
-    for key, speaker in (("test_speaker", test_speaker), ("val_speaker", val_speaker)):
+    named = [("test_speaker", test_speaker), ("val_speaker", val_speaker)]
+    named += [("exclude_speakers", s) for s in exclude_speakers]
+    for key, speaker in named:
         if speaker is None:
             continue
         if not speakers:
@@ -168,6 +181,12 @@ def check_speakers(dataset: str, test_speaker: str | None, val_speaker: str | No
             f"data.val_speaker and data.test_speaker are both {test_speaker!r}; validation must "
             "come from the training speakers: pick another val_speaker"
         )
+    for key, speaker in named[:2]:
+        if speaker is not None and speaker in exclude_speakers:
+            raise ValueError(
+                f"data.{key}={speaker!r} is also in data.exclude_speakers; an excluded speaker "
+                "is in no split"
+            )
 
 
 # ---------------------------------------------------------------------------------------- model

@@ -17,7 +17,9 @@ reading them, so no verification cache can be stale. Two test splits:
 - ``data.test_speaker``: all 500 clips of that speaker, who is then never trained on.
 
 Validation is ``data.val_speaker``'s training clips when set (a second held-out speaker), else a
-seeded ``data.val_fraction`` of each digit's training clips (stratified).
+seeded ``data.val_fraction`` of each digit's training clips (stratified). The clips of
+``data.exclude_speakers`` are in no split: a further speaker kept out of the run, on whom a choice
+made after validation (a calibration rule, say) can be tried.
 
 **audio-folder** (``data.path``): ``LABEL/clip.wav``; the labels are the sorted folder names;
 each label's clips are split by a seeded draw into ``data.test_fraction``, ``data.val_fraction``
@@ -233,15 +235,19 @@ def fsdd_split(
     val_speaker: str | None,
     val_fraction: float,
     seed: int,
+    exclude_speakers: Sequence[str] = (),
 ) -> dict[str, list[int]]:
     """Positions in ``names`` (FSDD file names) of ``train``, ``val`` and ``test``: see the
-    module. ``train`` is in :func:`label_cycle` order, the others in name order."""
+    module. ``train`` is in :func:`label_cycle` order, the others in name order; the clips of
+    ``exclude_speakers`` are in none."""
     parsed = [parse_fsdd_name(n) for n in names]
     if test_speaker is None:
         test = [i for i, (_, _, index) in enumerate(parsed) if index in FSDD_TEST_INDICES]
     else:
         test = [i for i, (_, speaker, _) in enumerate(parsed) if speaker == test_speaker]
-    held = set(test)
+    held = set(test) | {
+        i for i, (_, speaker, _) in enumerate(parsed) if speaker in exclude_speakers
+    }
     side = [i for i in range(len(names)) if i not in held]  # the training side
     if val_speaker is not None:
         val = [i for i in side if parsed[i][1] == val_speaker]
@@ -268,7 +274,9 @@ def read_fsdd(data: Any, seed: int) -> dict[str, Examples]:
     clips = load_fsdd(data.sample_rate)
     names = [c.source for c in clips]
     labels = [parse_fsdd_name(n)[0] for n in names]
-    split = fsdd_split(names, data.test_speaker, data.val_speaker, data.val_fraction, seed)
+    split = fsdd_split(
+        names, data.test_speaker, data.val_speaker, data.val_fraction, seed, data.exclude_speakers
+    )
     split["train"] = split["train"][: data.num_examples]
     return {name: _examples(clips, labels, idx) for name, idx in split.items()}
 

@@ -74,6 +74,20 @@ DIAGRAMS: dict[str, Diagram] = {
             ("f_t", "i_t", "o_t", "c_{t-1}", "c_t", "h_{t-1}", "h_t", "f_t \\odot c_{t-1}"),
         ),
         Diagram(
+            "deep-bidirectional",
+            "05b-deep-bidirectional-rnns.md",
+            recurrent.deep_bidirectional,
+            (
+                "X_t",
+                "O_t",
+                "\\overrightarrow{H}_t",
+                "\\overleftarrow{H}_t",
+                "\\overrightarrow{H}_t ;\\ \\overleftarrow{H}_t",
+                "H_t^{(l-1)}",
+                "H_t^{(0)} = X_t",
+            ),
+        ),  # fmt: skip
+        Diagram(
             "encoder-decoder",
             "06-encoder-decoder.md",
             seq2seq.encoder_decoder,

@@ -1,8 +1,10 @@
-"""Recurrent networks drawn: the unrolled RNN with its gradient path, the GRU and LSTM cells.
+"""Recurrent networks drawn: the unrolled RNN with its gradient path, the GRU and LSTM cells, and
+stacked bidirectional layers.
 
 Each function returns a :class:`~seqlab.analysis.diagrams.canvas.Canvas` labelled in the notation
 of its tutorial page: page 4 (``docs/tutorials/04-rnn-bptt.md``, d2l.ai §9.4 and §9.7) for the
-unrolled RNN, page 5 (``05-gated-cells.md``, d2l.ai §10.1 and §10.2) for the cells.
+unrolled RNN, page 5 (``05-gated-cells.md``, d2l.ai §10.1 and §10.2) for the cells, page 5b
+(``05b-deep-bidirectional-rnns.md``, d2l.ai §10.3 and §10.4) for the deep bidirectional RNN.
 """
 
 from __future__ import annotations
@@ -173,4 +175,61 @@ def lstm() -> Canvas:
     c.text(5.2, y_gate + 0.2, "$o_t$")
     c.arrow(read.bottom, (5.55, 1.0), (6.45, 1.0))
     c.text(6.7, 1.0, "$h_t$")
+    return c
+
+
+def deep_bidirectional() -> Canvas:
+    """Two stacked bidirectional layers of page 5b unrolled over three steps (d2l.ai §10.3 and
+    §10.4; Schuster & Paliwal 1997, Graves et al. 2013).
+
+    In each layer a forward chain (left to right) and a backward chain (right to left) read the
+    same input at every step; their states side by side, H_t^{(l)} = [→H_t^{(l)}; ←H_t^{(l)}], are
+    the layer's output and feed both directions of the layer above at the same step, from
+    H_t^{(0)} = X_t below to the outputs O_t on top.
+    """
+    c = Canvas(7.2, 6.0)
+    h, w, shift, side = 0.4, 0.9, 0.3, 0.35  # state boxes; directions offset; input's way up
+    y_x, y_o = 0.35, 5.17
+    columns = [(1.5, "t-1"), (3.4, "t"), (5.3, "t+1")]
+    xs, ts = [x for x, _ in columns], [t for _, t in columns]
+    below = {t: c.box(x, y_x, f"${sub('X', t)}$", "input", w=0.62, h=0.36) for x, t in columns}
+    for layer, y0 in ((1, 0.68), (2, 2.84)):
+        y_f, y_b, y_c = y0 + 0.5, y0 + 1.1, y0 + 1.7
+        c.frame(0.15, y0, 7.05, y0 + 1.98, f"layer {layer}", where="top left")
+        fwd, bwd, out = {}, {}, {}
+        for x, t in columns:
+            arrow, back, index = "\\overrightarrow{H}", "\\overleftarrow{H}", f"^{{({layer})}}"
+            fwd[t] = f = c.box(x - shift, y_f, f"${sub(arrow, t)}{index}$", w=w, h=h)
+            bwd[t] = b = c.box(x + shift, y_b, f"${sub(back, t)}{index}$", w=w, h=h)
+            out[t] = o = c.box(x, y_c, f"${sub('H', t)}{index}$", "input", w=0.8, h=0.36)
+            # the step's input feeds both directions ...
+            fork = f.bottom[1] - 0.2
+            c.arrow(below[t].top, (x, fork), head=False)
+            c.dot(x, fork)
+            c.arrow((x, fork), (f.x, fork), f.bottom)
+            c.arrow((x, fork), (x + side, fork), (x + side, b.bottom[1]), bridge=True)
+            # ... and their two states, side by side, are the layer's output at that step
+            c.arrow(f.top, (f.x, o.bottom[1]), bridge=True)
+            c.arrow(b.top, (b.x, o.bottom[1]))
+        # the forward chain runs left to right, the backward one right to left
+        c.text(0.45, y_f, "$\\cdots$", size=14)
+        c.arrow((0.62, y_f), fwd[ts[0]].left)
+        c.text(0.65, y_b, "$\\cdots$", size=14)
+        c.arrow(bwd[ts[0]].left, (0.85, y_b))
+        for a, b in zip(ts, ts[1:], strict=False):
+            c.arrow(fwd[a].right, fwd[b].left)
+            c.arrow(bwd[b].left, bwd[a].right)
+        c.arrow(fwd[ts[-1]].right, (xs[-1] + 0.55, y_f))
+        c.text(xs[-1] + 0.72, y_f, "$\\cdots$", size=14)
+        c.arrow((xs[-1] + 1.28, y_b), bwd[ts[-1]].right)
+        c.text(xs[-1] + 1.45, y_b, "$\\cdots$", size=14)
+        below = out
+    for x, t in columns:
+        o = c.box(x, y_o, f"${sub('O', t)}$", "linear", w=0.62, h=0.36)
+        c.arrow(below[t].top, o.bottom)
+    c.text(
+        3.6, 5.7,
+        "$H_t = [\\overrightarrow{H}_t ;\\ \\overleftarrow{H}_t]$ at every step; layer $l$ reads "
+        "$H_t^{(l-1)}$, and $H_t^{(0)} = X_t$",
+    )  # fmt: skip
     return c
