@@ -89,6 +89,9 @@ def test_an_excluded_speaker_is_in_no_split():
     assert speakers(split["train"]) == {"jackson", "nicolas", "yweweler"}
     kept = ad.fsdd_split(NAMES, "theo", "george", 0.1, seed=0)
     assert split["val"] == kept["val"] and split["test"] == kept["test"]
+    own = ad.fsdd_split(NAMES, None, None, 0.1, seed=0, exclude_speakers=["lucas"])  # own test
+    assert {k: len(v) for k, v in own.items()} == {"train": 2020, "val": 230, "test": 250}
+    assert "lucas" not in speakers(own["train"]) | speakers(own["val"]) | speakers(own["test"])
 
 
 @pytest.mark.parametrize(

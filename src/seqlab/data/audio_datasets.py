@@ -241,13 +241,13 @@ def fsdd_split(
     module. ``train`` is in :func:`label_cycle` order, the others in name order; the clips of
     ``exclude_speakers`` are in none."""
     parsed = [parse_fsdd_name(n) for n in names]
+    excluded = {i for i, (_, speaker, _) in enumerate(parsed) if speaker in exclude_speakers}
     if test_speaker is None:
         test = [i for i, (_, _, index) in enumerate(parsed) if index in FSDD_TEST_INDICES]
     else:
         test = [i for i, (_, speaker, _) in enumerate(parsed) if speaker == test_speaker]
-    held = set(test) | {
-        i for i, (_, speaker, _) in enumerate(parsed) if speaker in exclude_speakers
-    }
+    test = [i for i in test if i not in excluded]
+    held = set(test) | excluded
     side = [i for i in range(len(names)) if i not in held]  # the training side
     if val_speaker is not None:
         val = [i for i in side if parsed[i][1] == val_speaker]
