@@ -64,5 +64,32 @@ format: install
 bench: install
 	$(PY) benchmarks/run_all.py
 
+# The device check of issue 50 (benchmarks/gpu_check.sh runs benchmarks/gpu.py on a GPU machine):
+# the wheels the device's Python 3.12 lacks into .whl/ (pinned as gpu-probe/wheels; a failed
+# download copies those instead) and the datasets it reads into .gpu-data/ (FSDD as lossless
+# FLAC, unpacked there byte for byte: benchmarks/fsdd_flac.py). Both are ignored and travel with
+# the working tree when `run` carries them (64 MiB in all). CTranslate2 (43 MB) comes only with
+# GPU_CT2=1: its wheels load CUDA 12's cuBLAS, which a CUDA 13 image (PyTorch cu130) lacks.
+GPU_WHEELS := pydantic==2.14.4 pydantic_core==2.50.5 annotated_types==0.8.0 \
+	typing_inspection==0.4.5 sacremoses==0.2.0 soundfile==0.14.0 cffi==2.1.1 pycparser==3.12 \
+	fastapi==0.165.0 opentelemetry-api==1.45.2 starlette==1.10.0 uvicorn==0.54.0 httptools==0.9.0 \
+	annotated_doc==0.0.7 \
+	$(if $(filter 1,$(GPU_CT2)),ctranslate2==4.8.5)
+GPU_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 \
+	manylinux2014_x86_64 manylinux1_x86_64
+GPU_DATASETS ?= multi30k tinyshakespeare
+GPU_DATA_FROM = $(or $(SEQLAB_DATA_DIR),$(SHARED_DATA))
+.PHONY: gpu-prepare
+gpu-prepare: install
+	rm -rf .whl .gpu-data && mkdir -p .whl .gpu-data
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp $(addprefix --platform ,$(GPU_PLATFORMS)) -d .whl $(GPU_WHEELS) \
+	|| { echo "pip download failed: copying gpu-probe/wheels/ instead"; \
+		rm -f .whl/*; cp gpu-probe/wheels/*.whl .whl/; \
+		[ "$(GPU_CT2)" = 1 ] || rm -f .whl/ctranslate2-*.whl; }
+	for d in $(GPU_DATASETS); do cp -rL "$(GPU_DATA_FROM)/$$d" .gpu-data/ || exit 1; done
+	$(PY) benchmarks/fsdd_flac.py pack "$(GPU_DATA_FROM)/fsdd" .gpu-data/fsdd
+	@ls .whl | wc -l | xargs echo "wheels in .whl/:"; du -sh .whl .gpu-data
+
 clean:
 	rm -rf $(VENV) build site *.egg-info src/*.egg-info .pytest_cache

@@ -29,48 +29,52 @@ def resolved(precision):
 
 
 @contextlib.contextmanager
-def computing_in(precision):
-    """Inference in ``precision`` (as a predictor runs it): no_grad and bf16 autocast."""
-    with torch.no_grad(), autocast(resolved(precision)):
+def computing_in(precision, device="cpu"):
+    """Inference in ``precision`` (as a predictor runs it) on ``device``: no_grad and bf16
+    autocast."""
+    with torch.no_grad(), autocast(resolved(precision), torch.device(device)):
         yield
 
 
-def fp32_log_probs(model, src_ids, prefix):
-    """log p(· | prefix, source) at each position of ``<bos> prefix``, in fp32: (len+1, V)."""
-    src = torch.tensor([src_ids])
-    tgt_in = torch.tensor([[BOS, *prefix]])
+def fp32_log_probs(model, src_ids, prefix, device="cpu"):
+    """log p(· | prefix, source) at each position of ``<bos> prefix``, in fp32: (len+1, V), the
+    model and the tensors on ``device``."""
+    src = torch.tensor([src_ids], device=device)
+    tgt_in = torch.tensor([[BOS, *prefix]], device=device)
+    lengths = torch.tensor([len(src_ids)], device=device)
     with torch.no_grad():
-        return model(src, torch.tensor([len(src_ids)]), tgt_in)[0].float().log_softmax(-1)
+        return model(src, lengths, tgt_in)[0].float().log_softmax(-1)
 
 
-def is_near_tie(model, src_ids, a, b, alpha=None):
+def is_near_tie(model, src_ids, a, b, alpha=None, device="cpu"):
     """Whether outputs ``a`` and ``b`` (token lists without bos/eos) are a bf16 tie for ``model``:
     at their first difference the two tokens are within TIE nats in fp32, or their whole-sentence
     fp32 scores (length-normalised with ``alpha`` for beam search) are."""
     t = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     x = a[t] if t < len(a) else EOS
     y = b[t] if t < len(b) else EOS
-    step = fp32_log_probs(model, src_ids, a[:t])[t]
+    step = fp32_log_probs(model, src_ids, a[:t], device)[t]
     if abs(float(step[x] - step[y])) < TIE:
         return True
 
     def score(tokens):
-        lp = fp32_log_probs(model, src_ids, tokens)
-        labels = torch.tensor([*tokens, EOS])
-        total = float(lp[torch.arange(len(labels)), labels].sum())
+        lp = fp32_log_probs(model, src_ids, tokens, device)
+        labels = torch.tensor([*tokens, EOS], device=device)
+        total = float(lp[torch.arange(len(labels), device=device), labels].sum())
         return total if alpha is None else total / (len(tokens) + 1) ** alpha
 
     return abs(score(a) - score(b)) < TIE
 
 
-def assert_same_outputs(model, sources, ours, theirs, precision, alpha=None):
-    """Token lists ``ours[i]`` and ``theirs[i]`` are equal (fp32), or equal up to ties (bf16)."""
+def assert_same_outputs(model, sources, ours, theirs, precision, alpha=None, device="cpu"):
+    """Token lists ``ours[i]`` and ``theirs[i]`` are equal (fp32), or equal up to ties (bf16);
+    ``model`` on ``device``."""
     assert len(ours) == len(theirs)
     for src_ids, a, b in zip(sources, ours, theirs, strict=True):
         if a == b:
             continue
         assert precision == "bf16", f"fp32 outputs differ: {a} != {b} (source {src_ids})"
-        assert is_near_tie(model, src_ids, a, b, alpha), (
+        assert is_near_tie(model, src_ids, a, b, alpha, device), (
             f"bf16 outputs differ beyond a tie: {a} != {b} (source {src_ids})"
         )
 

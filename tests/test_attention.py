@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from devices import DEVICES
 from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.nn.attention import (
     AdditiveAttention,
@@ -96,7 +97,7 @@ def _mask(kind: str) -> tuple[torch.Tensor | None, bool]:
 
 def _reference_attention(q, k, v, mask):
     """Textbook softmax(QKᵀ/√d)V, one query at a time over its allowed keys."""
-    out = torch.zeros(*q.shape[:-1], v.shape[-1])
+    out = torch.zeros(*q.shape[:-1], v.shape[-1], device=q.device)
     mask = mask.expand(*q.shape[:-1], k.shape[-2])
     for idx in itertools.product(*map(range, q.shape[:-1])):
         keys = mask[idx].nonzero().flatten()
@@ -108,12 +109,21 @@ def _reference_attention(q, k, v, mask):
     return out
 
 
+def _on(device, *tensors):
+    """``tensors`` (None stays None) moved to ``device``."""
+    return [None if t is None else t.to(device) for t in tensors]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
     "kind", ["none", "padding", "per_query", "fully_masked_row", "causal", "causal_padding"]
 )
-def test_fused_and_explicit_dot_product_attention_agree(kind):
-    q, k, v = torch.randn(B, H, TQ, D), torch.randn(B, H, TK, D), torch.randn(B, H, TK, 5)
+def test_fused_and_explicit_dot_product_attention_agree(kind, device):
+    q, k, v = _on(
+        device, torch.randn(B, H, TQ, D), torch.randn(B, H, TK, D), torch.randn(B, H, TK, 5)
+    )
     mask, is_causal = _mask(kind)
+    (mask,) = _on(device, mask)
     fused, none = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
     explicit, w = scaled_dot_product_attention(
         q, k, v, mask, is_causal=is_causal, need_weights=True
@@ -121,57 +131,66 @@ def test_fused_and_explicit_dot_product_attention_agree(kind):
     assert none is None and w.shape == (B, H, TQ, TK)
     assert torch.isfinite(fused).all()
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=0)
-    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool)
+    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool, device=device)
     if is_causal:
-        full = full & causal_mask(TQ, TK)
+        full = full & causal_mask(TQ, TK, device=device)
     torch.testing.assert_close(explicit, _reference_attention(q, k, v, full), atol=1e-5, rtol=0)
     assert (w.masked_select(~full.expand_as(w)) == 0).all()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["none", "padding", "causal_padding"])
-def test_single_query_decoding_path_matches_the_reference(kind):
-    """One query (a decoding step) takes the explicit K·qᵀ path; outputs as the textbook."""
-    q, k, v = torch.randn(B, H, 1, D), torch.randn(B, H, TK, D), torch.randn(B, H, TK, 5)
+def test_single_query_decoding_path_matches_the_reference(kind, device):
+    """One query (a decoding step) takes the explicit K·qᵀ path on CPU (PyTorch's fused kernel
+    on CUDA); outputs as the textbook."""
+    q, k, v = _on(
+        device, torch.randn(B, H, 1, D), torch.randn(B, H, TK, D), torch.randn(B, H, TK, 5)
+    )
     mask, is_causal = _mask(kind)
+    (mask,) = _on(device, mask)
     out, none = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
     assert none is None and out.shape == (B, H, 1, 5)
-    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool)
+    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool, device=device)
     torch.testing.assert_close(out, _reference_attention(q, k, v, full), atol=1e-5, rtol=0)
     fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(out, fused, atol=1e-5, rtol=0)
 
 
-def test_fused_path_gradient_is_finite_with_fully_masked_rows():
-    q = torch.randn(B, H, TQ, D, requires_grad=True)
-    k, v = torch.randn(B, H, TK, D), torch.randn(B, H, TK, D)
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_path_gradient_is_finite_with_fully_masked_rows(device):
+    q = torch.randn(B, H, TQ, D, device=device, requires_grad=True)
+    k, v = _on(device, torch.randn(B, H, TK, D), torch.randn(B, H, TK, D))
     mask, _ = _mask("fully_masked_row")
+    (mask,) = _on(device, mask)
     out, _ = scaled_dot_product_attention(q, k, v, mask)
     out.sum().backward()
     assert torch.isfinite(q.grad).all()
     assert (out[0, :, 0] == 0).all()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["none", "padding", "fully_masked_row", "causal"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_reduced_precision_training_path_matches_the_fused_kernel(kind, dtype):
+def test_reduced_precision_training_path_matches_the_fused_kernel(kind, dtype, device):
     """Training in bf16/fp16 on CPU takes the math kernel: the same output and gradients as the
     kernel PyTorch chooses by itself (flash attention), within the precision's rounding."""
     mask, is_causal = _mask(kind)
+    (mask,) = _on(device, mask)
     g = torch.Generator().manual_seed(0)
     shapes = [(B, H, TQ, D), (B, H, TK, D), (B, H, TK, D)]
-    base = [torch.randn(shape, generator=g).to(dtype) for shape in shapes]
+    base = [torch.randn(shape, generator=g).to(device, dtype) for shape in shapes]
     ours = [t.clone().requires_grad_() for t in base]
     theirs = [t.clone().requires_grad_() for t in base]
     out, _ = scaled_dot_product_attention(*ours, mask, is_causal=is_causal)
     q, k, v = theirs  # PyTorch's own kernel choice, as seqlab called it before
-    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool)
+    full = mask if mask is not None else torch.ones(1, 1, 1, TK, dtype=torch.bool, device=device)
     if is_causal:
-        full = full & causal_mask(TQ, TK)  # bottom-right aligned, as seqlab's is_causal
+        full = full & causal_mask(TQ, TK, device=device)  # bottom-right, as seqlab's is_causal
     any_key = full.any(dim=-1, keepdim=True)
     expected = torch.nn.functional.scaled_dot_product_attention(
         q, k, v, attn_mask=full | ~any_key
     ).masked_fill(~any_key, 0.0)
-    upstream = torch.randn(out.shape, generator=g).to(dtype)
+    upstream = torch.randn(out.shape, generator=g).to(device, dtype)
     (out * upstream).sum().backward()
     (expected * upstream).sum().backward()
     tol = dict(atol=2e-2, rtol=2e-2)
@@ -198,12 +217,13 @@ def test_kernel_choice_changes_only_reduced_precision_training_on_cpu():
 
 
 # ------------------------------------------------------------------------------------ additive
-def test_additive_attention_matches_the_formula_with_different_sizes():
-    att = AdditiveAttention(query_size=5, key_size=3, num_hiddens=7).eval()
-    q, k, v = torch.randn(2, 4, 5), torch.randn(2, 6, 3), torch.randn(2, 6, 2)
-    mask = padding_mask(torch.tensor([6, 2]), 6)
+@pytest.mark.parametrize("device", DEVICES)
+def test_additive_attention_matches_the_formula_with_different_sizes(device):
+    att = AdditiveAttention(query_size=5, key_size=3, num_hiddens=7).eval().to(device)
+    q, k, v = _on(device, torch.randn(2, 4, 5), torch.randn(2, 6, 3), torch.randn(2, 6, 2))
+    mask = padding_mask(torch.tensor([6, 2], device=device), 6)
     out, w = att(q, k, v, mask, need_weights=True)
-    scores = torch.empty(2, 4, 6)
+    scores = torch.empty(2, 4, 6, device=device)
     for b, i, j in itertools.product(range(2), range(4), range(6)):
         hidden = torch.tanh(att.w_q.weight @ q[b, i] + att.w_k.weight @ k[b, j])
         scores[b, i, j] = att.w_v.weight[0] @ hidden
@@ -215,21 +235,23 @@ def test_additive_attention_matches_the_formula_with_different_sizes():
 
 
 # ---------------------------------------------------------------------------------- multi-head
-def _pair(d=D, h=H, bias=True):
+def _pair(d=D, h=H, bias=True, device="cpu"):
     ref = nn.MultiheadAttention(d, h, bias=bias, batch_first=True).eval()
     ours = MultiHeadAttention(d, h, bias=bias).eval()
     ours.load_torch_weights(ref)
-    return ours, ref
+    return ours.to(device), ref.to(device)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("masking", ["none", "key_padding", "causal", "both"])
 @pytest.mark.parametrize("need_weights", [False, True])
 @pytest.mark.parametrize("bias", [True, False])
-def test_multihead_matches_torch_self_attention(masking, need_weights, bias):
-    ours, ref = _pair(bias=bias)
-    x = torch.randn(B, TK, D)
-    kpm = ~padding_mask(torch.tensor([TK, 2, 4]), TK)[:, 0]  # (B, TK) True = ignore (PyTorch)
-    causal = ~causal_mask(TK)  # (TK, TK) True = ignore (PyTorch)
+def test_multihead_matches_torch_self_attention(masking, need_weights, bias, device):
+    ours, ref = _pair(bias=bias, device=device)
+    x = torch.randn(B, TK, D).to(device)
+    lens = torch.tensor([TK, 2, 4], device=device)
+    kpm = ~padding_mask(lens, TK)[:, 0]  # (B, TK) True = ignore (PyTorch)
+    causal = ~causal_mask(TK, device=device)  # (TK, TK) True = ignore (PyTorch)
     use_kpm, use_causal = masking in ("key_padding", "both"), masking in ("causal", "both")
     ref_out, ref_w = ref(
         x, x, x,
@@ -250,10 +272,11 @@ def test_multihead_matches_torch_self_attention(masking, need_weights, bias):
     assert kv.key.shape == (B, H, TK, D // H)
 
 
-def test_multihead_matches_torch_cross_attention_and_reuses_projected_memory():
-    ours, ref = _pair()
-    q, memory = torch.randn(B, TQ, D), torch.randn(B, TK, D)
-    kpm = ~padding_mask(torch.tensor([1, 6, 3]), TK)[:, 0]
+@pytest.mark.parametrize("device", DEVICES)
+def test_multihead_matches_torch_cross_attention_and_reuses_projected_memory(device):
+    ours, ref = _pair(device=device)
+    q, memory = _on(device, torch.randn(B, TQ, D), torch.randn(B, TK, D))
+    kpm = ~padding_mask(torch.tensor([1, 6, 3], device=device), TK)[:, 0]
     ref_out, ref_w = ref(q, memory, memory, key_padding_mask=kpm)
     out, w = ours(q, memory, memory, ~kpm[:, None], need_weights=True)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=0)
@@ -264,11 +287,12 @@ def test_multihead_matches_torch_cross_attention_and_reuses_projected_memory():
         torch.testing.assert_close(step[:, 0], ref_out[:, t], atol=1e-5, rtol=0)
 
 
-def test_incremental_self_attention_with_cache_matches_causal_pass():
-    ours, _ = _pair()
-    x = torch.randn(B, TK, D)
+@pytest.mark.parametrize("device", DEVICES)
+def test_incremental_self_attention_with_cache_matches_causal_pass(device):
+    ours, _ = _pair(device=device)
+    x = torch.randn(B, TK, D).to(device)
     full, _, _ = ours.self_attention(x, is_causal=True)
-    empty = torch.zeros(B, H, 0, D // H)
+    empty = torch.zeros(B, H, 0, D // H, device=device)
     cache = KVCache(empty, empty)
     out, _, cache = ours.self_attention(x[:, :2], cache=cache, is_causal=True)  # prefill 2
     steps = [out]
@@ -293,17 +317,18 @@ def test_weights_are_never_stored_on_the_module():
     assert not any(isinstance(v, torch.Tensor) for v in vars(ours).values())
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_self_attention_is_blind_to_order_until_positions_are_added(precision):
+def test_self_attention_is_blind_to_order_until_positions_are_added(precision, device):
     """Self-attention is permutation-equivariant (d2l.ai §11.6.3; Vaswani et al. 2017, §3.5):
     shuffling the inputs shuffles the outputs and changes nothing else, so order must come from
     positional encodings; once they are added, a shuffled input gives other outputs."""
     torch.manual_seed(0)
-    ours, _ = _pair()
-    x = torch.randn(B, TK, D)  # (B, TK, D)
-    order = torch.tensor([3, 0, 5, 1, 4, 2])
-    add_positions = SinusoidalPositionalEncoding(D)
-    with computing_in(precision):
+    ours, _ = _pair(device=device)
+    x = torch.randn(B, TK, D).to(device)  # (B, TK, D)
+    order = torch.tensor([3, 0, 5, 1, 4, 2], device=device)
+    add_positions = SinusoidalPositionalEncoding(D).to(device)
+    with computing_in(precision, device):
         out, _ = ours(x, x, x)  # (B, TK, D)
         shuffled, _ = ours(x[:, order], x[:, order], x[:, order])
         p, p_shuffled = add_positions(x), add_positions(x[:, order])

@@ -1,6 +1,7 @@
 """CTranslate2 export: the engine computes seqlab's probabilities and decodes the same outputs."""
 
 import builtins
+import copy
 import functools
 import importlib.util
 import json
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from cli_checks import fails, snapshot, succeeds, users_folder
+from devices import DEVICES
 from precision_helpers import PRECISIONS, SCORE_TOL, assert_same_outputs, computing_in
 from seqlab import load
 from seqlab.cli import main
@@ -76,16 +78,38 @@ def exported(request, tmp_path_factory):
     return m, CTranslate2Engine(out, threads=1), out, src, tgt
 
 
+def _skip_without_ctranslate2_cuda(device):
+    if device == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        pytest.skip("this CTranslate2 build sees no CUDA device")
+
+
+@functools.cache
+def _cuda_engine(model_dir):
+    return CTranslate2Engine(model_dir, threads=1, device="cuda")
+
+
+def _on(exported, device):
+    """The fixture's seqlab model and CTranslate2 engine on ``device`` (copies for CUDA: the
+    fixture's model stays on the CPU for the other tests)."""
+    m, engine, out, _, _ = exported
+    if device == "cpu":
+        return m.model, engine
+    _skip_without_ctranslate2_cuda(device)
+    return copy.deepcopy(m.model).to(device), _cuda_engine(str(out))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_token_log_probabilities_match(exported, precision):
+def test_token_log_probabilities_match(exported, precision, device):
     """CTranslate2 (fp32) computes seqlab's log-probabilities: to 1e-4 in fp32, to bf16's
     rounding with bf16 forced on seqlab's side."""
-    m, engine, _, src, tgt = exported
+    _, _, _, src, tgt = exported
+    model, engine = _on(exported, device)
     theirs = engine.score(src, tgt)
-    s, s_len = pad_sequences(src)
+    s, s_len = (t.to(device) for t in pad_sequences(src))
     t_in, _ = pad_sequences([[BOS] + t for t in tgt])
-    with computing_in(precision):
-        logp = m.model(s, s_len, t_in).float().log_softmax(-1)
+    with computing_in(precision, device):
+        logp = model(s, s_len, t_in.to(device)).float().log_softmax(-1).cpu()
     for i, t in enumerate(tgt):
         labels = t + [EOS]
         ours = logp[i, torch.arange(len(labels)), torch.tensor(labels)]
@@ -93,24 +117,24 @@ def test_token_log_probabilities_match(exported, precision):
         torch.testing.assert_close(torch.tensor(theirs[i]), ours, atol=tol, rtol=0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_greedy_and_beam_outputs_match(exported, precision):
+def test_greedy_and_beam_outputs_match(exported, precision, device):
     """Greedy outputs are identical, and so are the best beam hypotheses with their scores (bf16
     forced on seqlab's side: up to near-ties). Further n-best entries may differ: seqlab stops a
     sentence once it has K finished hypotheses (fairseq's rule), CTranslate2 keeps searching."""
-    m, engine, _, src, _ = exported
-    s, s_len = pad_sequences(src)
-    with computing_in(precision):
-        greedy = greedy_search(m.model, s, s_len, **LIMITS)
-        beams = beam_search(m.model, s, s_len, beam_size=5, nbest=3, **LIMITS)
+    _, _, _, src, _ = exported
+    model, engine = _on(exported, device)
+    s, s_len = (t.to(device) for t in pad_sequences(src))
+    with computing_in(precision, device):
+        greedy = greedy_search(model, s, s_len, **LIMITS)
+        beams = beam_search(model, s, s_len, beam_size=5, nbest=3, **LIMITS)
     ours = [h.tokens for h in greedy]
-    assert_same_outputs(
-        m.model, src, ours, [h[0].tokens for h in engine.search(src, **LIMITS)], precision
-    )
+    theirs_greedy = [h[0].tokens for h in engine.search(src, **LIMITS)]
+    assert_same_outputs(model, src, ours, theirs_greedy, precision, device=device)
     theirs = engine.search(src, beam_size=5, nbest=3, **LIMITS)
-    assert_same_outputs(
-        m.model, src, [b[0].tokens for b in beams], [b[0].tokens for b in theirs], precision, 1.0
-    )
+    ours_best, theirs_best = [b[0].tokens for b in beams], [b[0].tokens for b in theirs]
+    assert_same_outputs(model, src, ours_best, theirs_best, precision, 1.0, device)
     same = [
         i for i, (a, b) in enumerate(zip(beams, theirs, strict=True)) if a[0].tokens == b[0].tokens
     ]
@@ -193,14 +217,16 @@ def test_a_batch_of_different_limits_decodes_as_each_sentence_alone(exported, op
         assert counting.calls < groups  # fewer: the batch went through in one call first
 
 
-def test_greedy_with_different_limits_matches_seqlab(exported):
+@pytest.mark.parametrize("device", DEVICES)
+def test_greedy_with_different_limits_matches_seqlab(exported, device):
     """Per-sentence limits that bind for some sentences: CTranslate2's greedy outputs equal
     seqlab's (the forced ``<eos>`` at the limit included)."""
-    m, engine, _, src, _ = exported
-    s, s_len = pad_sequences(src)
-    ours = [h.tokens for h in greedy_search(m.model, s, s_len, **MIXED)]
+    _, _, _, src, _ = exported
+    model, engine = _on(exported, device)
+    s, s_len = (t.to(device) for t in pad_sequences(src))
+    ours = [h.tokens for h in greedy_search(model, s, s_len, **MIXED)]
     theirs = [h[0].tokens for h in engine.search(src, **MIXED)]
-    assert_same_outputs(m.model, src, ours, theirs, "fp32")
+    assert_same_outputs(model, src, ours, theirs, "fp32", device=device)
 
 
 def test_token_names_round_trip_through_the_cached_tables():
@@ -515,24 +541,27 @@ def trained_tiny_transformer(positions, norm):
     return tiny_transformer(positions, norm, steps=60)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("positions,norm", [("rope", "pre"), ("rope", "post"), ("learned", "pre")])
 def test_ctranslate2_equals_seqlab_for_rope_and_learned_positions(
-    positions, norm, precision, tmp_path
+    positions, norm, precision, tmp_path, device
 ):
     """RoPE as CTranslate2's rotary embeddings, learned tables as its position encodings: the
     same log-probabilities (1e-4 in fp32), greedy outputs and best beams with their scores."""
+    _skip_without_ctranslate2_cuda(device)
     model = trained_tiny_transformer(positions, norm)
     out = export_ctranslate2(model, 20, 20, tmp_path / "ct2")
-    engine = CTranslate2Engine(out, threads=1)
+    model = copy.deepcopy(model).to(device)  # a copy: the cached model stays on the CPU
+    engine = CTranslate2Engine(out, threads=1, device=device)
     g = torch.Generator().manual_seed(1)
     src = [torch.randint(4, 20, (int(n),), generator=g).tolist() + [EOS] for n in (3, 11, 6, 1)]
     tgt = [torch.randint(4, 20, (int(n),), generator=g).tolist() for n in (9, 2, 5, 14)]
-    s, s_len = pad_sequences(src)
+    s, s_len = (t.to(device) for t in pad_sequences(src))
     t_in, _ = pad_sequences([[BOS] + t for t in tgt])
     theirs = engine.score(src, tgt)
-    with computing_in(precision):
-        logp = model(s, s_len, t_in).float().log_softmax(-1)
+    with computing_in(precision, device):
+        logp = model(s, s_len, t_in.to(device)).float().log_softmax(-1).cpu()
         greedy = greedy_search(model, s, s_len, **LIMITS)
         beams = beam_search(model, s, s_len, beam_size=3, **LIMITS)
     for i, t in enumerate(tgt):
@@ -542,13 +571,11 @@ def test_ctranslate2_equals_seqlab_for_rope_and_learned_positions(
         torch.testing.assert_close(torch.tensor(theirs[i]), ours, atol=tol, rtol=0)
     ours = [h.tokens for h in greedy]
     assert len({tuple(x) for x in ours}) > 1  # outputs that tell sources apart
-    assert_same_outputs(
-        model, src, ours, [h[0].tokens for h in engine.search(src, **LIMITS)], precision
-    )
+    theirs_greedy = [h[0].tokens for h in engine.search(src, **LIMITS)]
+    assert_same_outputs(model, src, ours, theirs_greedy, precision, device=device)
     best = engine.search(src, beam_size=3, **LIMITS)
-    assert_same_outputs(
-        model, src, [b[0].tokens for b in beams], [b[0].tokens for b in best], precision, 1.0
-    )
+    ours_best, theirs_best = [b[0].tokens for b in beams], [b[0].tokens for b in best]
+    assert_same_outputs(model, src, ours_best, theirs_best, precision, 1.0, device)
     for (a,), (b,) in zip(beams, best, strict=True):
         if a.tokens == b.tokens:
             assert b.score == pytest.approx(a.score, abs=SCORE_TOL[precision])

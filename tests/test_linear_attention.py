@@ -4,6 +4,7 @@ and the definition agree; the state has a fixed size; mixed precision keeps floa
 import pytest
 import torch
 
+from devices import DEVICES
 from seqlab.config import TransformerLMConfig
 from seqlab.models.transformer_lm import TransformerLanguageModel
 from seqlab.nn.attention import KVCache
@@ -18,9 +19,12 @@ from seqlab.nn.linear_attention import (
 B, H, D = 2, 3, 4
 
 
-def _qkv(t, dtype=torch.float64, seed=0):
+def _qkv(t, dtype=torch.float64, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(B, H, t, D, generator=g, dtype=torch.float64).to(dtype) for _ in range(3)]
+    return [
+        torch.randn(B, H, t, D, generator=g, dtype=torch.float64).to(device, dtype)
+        for _ in range(3)
+    ]
 
 
 def _by_definition(q, k, v):
@@ -47,11 +51,12 @@ def _step_by_step(q, k, v, state=None):
     return torch.cat(outs, 2), state
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", [1, 3, 64])
 @pytest.mark.parametrize("length", [10, 1])
-def test_parallel_form_equals_the_recurrence(chunk, length):
+def test_parallel_form_equals_the_recurrence(chunk, length, device):
     """10 positions in chunks of 1, 3 (10 = 3·3 + 1: a padded last chunk) and 64 (one chunk)."""
-    q, k, v = _qkv(length)
+    q, k, v = _qkv(length, device=device)
     parallel, after = causal_linear_attention(q, k, v, chunk=chunk)
     recurrent, state = _step_by_step(q, k, v)
     torch.testing.assert_close(parallel, recurrent, atol=1e-6, rtol=0)
@@ -60,16 +65,18 @@ def test_parallel_form_equals_the_recurrence(chunk, length):
     assert after.length == state.length == length
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", [1, 3, 64])
-def test_parallel_form_equals_the_definition(chunk):
-    q, k, v = _qkv(11)
+def test_parallel_form_equals_the_definition(chunk, device):
+    q, k, v = _qkv(11, device=device)
     out, _ = causal_linear_attention(q, k, v, chunk=chunk)
     torch.testing.assert_close(out, _by_definition(q, k, v), atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("chunk", [3, 64])
-def test_continuing_a_state_equals_one_pass_over_the_concatenation(chunk):
-    q, k, v = _qkv(13)
+def test_continuing_a_state_equals_one_pass_over_the_concatenation(chunk, device):
+    q, k, v = _qkv(13, device=device)
     whole, end = causal_linear_attention(q, k, v, chunk=chunk)
     first, mid = causal_linear_attention(q[:, :, :6], k[:, :, :6], v[:, :, :6], chunk=chunk)
     rest, after = causal_linear_attention(q[:, :, 6:], k[:, :, 6:], v[:, :, 6:], mid, chunk=chunk)
@@ -82,21 +89,22 @@ def test_continuing_a_state_equals_one_pass_over_the_concatenation(chunk):
     torch.testing.assert_close(stepped, rest, atol=1e-6, rtol=0)
 
 
-def test_gradients_equal_those_of_the_definition():
-    q, k, v = (t.requires_grad_() for t in _qkv(7))
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradients_equal_those_of_the_definition(device):
+    q, k, v = (t.requires_grad_() for t in _qkv(7, device=device))
     out, _ = causal_linear_attention(q, k, v, chunk=3)
-    grads = torch.autograd.grad((out * torch.linspace(-1, 1, D, dtype=out.dtype)).sum(), (q, k, v))
+    ramp = torch.linspace(-1, 1, D, dtype=out.dtype, device=device)
+    grads = torch.autograd.grad((out * ramp).sum(), (q, k, v))
     ref = _by_definition(q, k, v)
-    expected = torch.autograd.grad(
-        (ref * torch.linspace(-1, 1, D, dtype=ref.dtype)).sum(), (q, k, v)
-    )
+    expected = torch.autograd.grad((ref * ramp).sum(), (q, k, v))
     for g, e in zip(grads, expected, strict=True):
         assert torch.isfinite(g).all() and g.abs().sum() > 0
         torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-6)
 
 
-def test_bf16_inputs_keep_float32_sums():
-    q, k, v = _qkv(20, torch.float32)
+@pytest.mark.parametrize("device", DEVICES)
+def test_bf16_inputs_keep_float32_sums(device):
+    q, k, v = _qkv(20, torch.float32, device=device)
     exact, exact_state = causal_linear_attention(q, k, v, chunk=8)
     low = [t.to(torch.bfloat16) for t in (q, k, v)]
     out, state = causal_linear_attention(*low, chunk=8)
@@ -148,24 +156,27 @@ def test_the_state_does_not_grow_with_the_sequence_while_a_kv_cache_does():
     assert [100 * s for s in sizes["softmax", 10]] == sizes["softmax", 1000]
 
 
-def test_weights_sum_to_one_over_the_past_and_reproduce_the_output():
+@pytest.mark.parametrize("device", DEVICES)
+def test_weights_sum_to_one_over_the_past_and_reproduce_the_output(device):
     """Three new queries after five cached positions: the weights of the keys up to each query
     sum to 1, later keys get 0, and weights @ v is what the parallel form continues with."""
-    q, k, v = _qkv(8)
+    q, k, v = _qkv(8, device=device)
     _, past = causal_linear_attention(q[:, :, :5], k[:, :, :5], v[:, :, :5])
     out, _ = causal_linear_attention(q[:, :, 5:], k[:, :, 5:], v[:, :, 5:], past)
     w = linear_attention_weights(q[:, :, 5:], k)  # (B, h, 3, 8)
     assert w.shape == (B, H, 3, 8) and (w >= 0).all()
-    torch.testing.assert_close(w.sum(-1), torch.ones(B, H, 3, dtype=w.dtype), atol=1e-6, rtol=0)
+    ones = torch.ones(B, H, 3, dtype=w.dtype, device=device)
+    torch.testing.assert_close(w.sum(-1), ones, atol=1e-6, rtol=0)
     assert (w[..., 0, 6:] == 0).all() and (w[..., 1, 7:] == 0).all() and (w[..., 2, :] > 0).all()
     torch.testing.assert_close(w @ v, out, atol=1e-10, rtol=0)
 
 
-def test_linear_self_attention_weights_and_its_refusals():
+@pytest.mark.parametrize("device", DEVICES)
+def test_linear_self_attention_weights_and_its_refusals(device):
     torch.manual_seed(0)
     att = LinearSelfAttention(12, 3).eval()
-    x = torch.randn(2, 6, 12, dtype=torch.float64)
-    att.double()
+    x = torch.randn(2, 6, 12, dtype=torch.float64).to(device)
+    att.to(device, torch.float64)
     out, w, state = att.self_attention(x, need_weights=True)
     assert w.shape == (2, 3, 6, 6) and state.length == 6
     torch.testing.assert_close(w.tril(), w, atol=0, rtol=0)  # causal: no weight on the future
@@ -177,9 +188,9 @@ def test_linear_self_attention_weights_and_its_refusals():
         steps.append(y)
     torch.testing.assert_close(torch.cat(steps, 1), out, atol=1e-10, rtol=0)
     with pytest.raises(ValueError, match="linear attention takes no mask"):
-        att.self_attention(x, torch.ones(2, 1, 6, dtype=torch.bool))
+        att.self_attention(x, torch.ones(2, 1, 6, dtype=torch.bool, device=device))
     with pytest.raises(ValueError, match="causal self-attention only"):
         att.self_attention(x, is_causal=False)
-    empty = torch.zeros(2, 3, 0, 4, dtype=x.dtype)
+    empty = torch.zeros(2, 3, 0, 4, dtype=x.dtype, device=device)
     with pytest.raises(TypeError, match="LinearAttentionState"):
         att.self_attention(x, cache=KVCache(empty, empty))

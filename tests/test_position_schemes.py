@@ -8,6 +8,7 @@ The functions of :mod:`seqlab.nn.relative_positions` are tested in test_relative
 import pytest
 import torch
 
+from devices import DEVICES
 from precision_helpers import (
     PRECISIONS,
     SCORE_TOL,
@@ -87,13 +88,14 @@ def _lm(positions, attention, max_len=24):
     return model
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("positions,attention", LM_CASES, ids=_ids(LM_CASES))
-def test_lm_cached_decoding_equals_the_full_pass(positions, attention, precision):
+def test_lm_cached_decoding_equals_the_full_pass(positions, attention, precision, device):
     """A prefix then token by token, and chunks of 3 and 4: the logits of one causal pass."""
-    model = _lm(positions, attention)
-    tokens = torch.randint(V, (2, 11), generator=torch.Generator().manual_seed(2))
-    with computing_in(precision):
+    model = _lm(positions, attention).to(device)
+    tokens = torch.randint(V, (2, 11), generator=torch.Generator().manual_seed(2)).to(device)
+    with computing_in(precision, device):
         full, none = model(tokens)
         assert none is None
         for cuts in ([0, 4, *range(5, 12)], [0, 3, 7, 11]):
@@ -118,16 +120,17 @@ def _generate_by_recomputing(model, prefix, num_tokens):
     return tokens
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("positions,attention", LM_CASES, ids=_ids(LM_CASES))
-def test_lm_greedy_generation_with_the_cache_equals_recomputing(positions, attention):
+def test_lm_greedy_generation_with_the_cache_equals_recomputing(positions, attention, device):
     """Also past max_len = 24 (20 + 15 tokens): a window is re-read, except with linear
     attention without a learned table, whose context is unbounded."""
-    model = _lm(positions, attention)
+    model = _lm(positions, attention).to(device)
     unbounded = attention == "linear" and positions != "learned"
     assert model.context_size == (None if unbounded else 24)
     g = torch.Generator().manual_seed(3)
     for prefix_len, num_tokens in ((5, 12), (20, 15)):
-        prefix = torch.randint(V, (2, prefix_len), generator=g)
+        prefix = torch.randint(V, (2, prefix_len), generator=g).to(device)
         cached = generate(model, prefix, num_tokens)
         expected = _generate_by_recomputing(model, prefix, num_tokens)
         assert torch.equal(torch.cat([prefix, cached], 1), expected)
@@ -166,25 +169,26 @@ def _seq2seq(positions, attention):
     return model
 
 
-def _sources(n=3, seed=5):
+def _sources(n=3, seed=5, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     lengths = [7, 4, 2, 6, 5][:n]
     ids = [torch.randint(4, V, (k - 1,), generator=g).tolist() + [EOS] for k in lengths]
     src, src_lengths = pad_sequences(ids)
-    return ids, src, src_lengths
+    return ids, src.to(device), src_lengths.to(device)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("positions,attention", SEQ2SEQ_CASES, ids=_ids(SEQ2SEQ_CASES))
-def test_seq2seq_cached_decoding_equals_teacher_forcing(positions, attention, precision):
+def test_seq2seq_cached_decoding_equals_teacher_forcing(positions, attention, precision, device):
     """Step by step through the state = one teacher-forced pass = the decoder without a cache
     (the fused causal path), for padded sources of different lengths."""
-    model = _seq2seq(positions, attention)
-    _, src, src_lengths = _sources()
+    model = _seq2seq(positions, attention).to(device)
+    _, src, src_lengths = _sources(device=device)
     tgt_in = torch.cat(
         [torch.full((3, 1), BOS), torch.randint(4, V, (3, 6), generator=torch.Generator())], 1
-    )
-    with computing_in(precision):
+    ).to(device)
+    with computing_in(precision, device):
         forced = model(src, src_lengths, tgt_in)  # (B, T, V)
         hidden, _ = model.encoder(src, src_lengths)
         uncached = model.output(model.decoder(tgt_in, hidden, src_lengths).hidden)
@@ -201,12 +205,13 @@ def test_seq2seq_cached_decoding_equals_teacher_forcing(positions, attention, pr
 LIMITS = {"max_len_a": 0.0, "max_len_b": 8}
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("positions,attention", SEQ2SEQ_CASES, ids=_ids(SEQ2SEQ_CASES))
-def test_seq2seq_greedy_equals_beam_one_and_recomputing(positions, attention, precision):
-    model = _seq2seq(positions, attention)
-    _, src, src_lengths = _sources()
-    with computing_in(precision):
+def test_seq2seq_greedy_equals_beam_one_and_recomputing(positions, attention, precision, device):
+    model = _seq2seq(positions, attention).to(device)
+    _, src, src_lengths = _sources(device=device)
+    with computing_in(precision, device):
         greedy = greedy_search(model, src, src_lengths, **LIMITS)
         beam = beam_search(model, src, src_lengths, beam_size=1, length_penalty=0.0, **LIMITS)
         recomputed = greedy_search(model, src, src_lengths, use_cache=False, **LIMITS)
@@ -218,12 +223,14 @@ def test_seq2seq_greedy_equals_beam_one_and_recomputing(positions, attention, pr
             assert g.log_prob == pytest.approx(r.log_prob, abs=1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("positions,attention", SEQ2SEQ_CASES, ids=_ids(SEQ2SEQ_CASES))
-def test_seq2seq_beam_reorders_the_states(positions, attention):
+def test_seq2seq_beam_reorders_the_states(positions, attention, device):
     """Beam 3 reorders the states (``index_select``) at every step: it equals beam 3 that
     recomputes each prefix, and a model built the same way decodes the same."""
-    model, again = _seq2seq(positions, attention), _seq2seq(positions, attention)
-    _, src, src_lengths = _sources()
+    model = _seq2seq(positions, attention).to(device)
+    again = _seq2seq(positions, attention).to(device)
+    _, src, src_lengths = _sources(device=device)
     kwargs = {"beam_size": 3, "nbest": 3, **LIMITS}
     cached = beam_search(model, src, src_lengths, **kwargs)
     recomputed = beam_search(model, src, src_lengths, use_cache=False, **kwargs)
@@ -234,31 +241,42 @@ def test_seq2seq_beam_reorders_the_states(positions, attention):
         assert [h.score for h in a] == [h.score for h in c]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("positions,attention", SEQ2SEQ_CASES, ids=_ids(SEQ2SEQ_CASES))
-def test_seq2seq_a_batch_of_two_decodes_as_each_sentence_alone(positions, attention, precision):
-    model = _seq2seq(positions, attention)
-    ids, src, src_lengths = _sources(2)
+def test_seq2seq_a_batch_of_two_decodes_as_each_sentence_alone(
+    positions, attention, precision, device
+):
+    model = _seq2seq(positions, attention).to(device)
+    ids, src, src_lengths = _sources(2, device=device)
     kwargs = {"beam_size": 3, "nbest": 3, **LIMITS}
-    with computing_in(precision):
+    with computing_in(precision, device):
         together = beam_search(model, src, src_lengths, **kwargs)
         alone = [
-            beam_search(model, torch.tensor([s]), torch.tensor([len(s)]), **kwargs)[0] for s in ids
+            beam_search(
+                model,
+                torch.tensor([s], device=device),
+                torch.tensor([len(s)], device=device),
+                **kwargs,
+            )[0]
+            for s in ids
         ]
     if precision == "fp32":
         assert [[h.tokens for h in x] for x in together] == [[h.tokens for h in x] for x in alone]
     best = [x[0].tokens for x in together]
-    assert_same_outputs(model, ids, best, [x[0].tokens for x in alone], precision, alpha=1.0)
+    alone_best = [x[0].tokens for x in alone]
+    assert_same_outputs(model, ids, best, alone_best, precision, alpha=1.0, device=device)
     for a, b in zip(together, alone, strict=True):
         if a[0].tokens == b[0].tokens:
             assert a[0].score == pytest.approx(b[0].score, abs=SCORE_TOL[precision])
 
 
 # ------------------------------------------------------------------------------- classifier
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 @pytest.mark.parametrize("positions", ENCODER_SCHEMES)
-def test_classifier_padding_changes_nothing(positions, pooling, precision):
+def test_classifier_padding_changes_nothing(positions, pooling, precision, device):
     """A padded batch (the padding filled with real tokens: only the lengths hide it) gives each
     sequence's logits alone."""
     torch.manual_seed(0)
@@ -274,27 +292,30 @@ def test_classifier_padding_changes_nothing(positions, pooling, precision):
     )
     model = TransformerClassifier(V, 3, cfg).eval()
     _nonzero_t5_tables(model)
-    tokens = torch.randint(4, V, (3, 9), generator=torch.Generator().manual_seed(6))
-    lengths = torch.tensor([9, 5, 2])
-    with computing_in(precision):
+    model = model.to(device)
+    tokens = torch.randint(4, V, (3, 9), generator=torch.Generator().manual_seed(6)).to(device)
+    lengths = torch.tensor([9, 5, 2], device=device)
+    with computing_in(precision, device):
         batch = model(tokens, lengths)
         alone = torch.cat(
             [model(tokens[i : i + 1, :n], lengths[i : i + 1]) for i, n in enumerate([9, 5, 2])]
         )
-        shorter = model(tokens[:, :8], torch.tensor([8, 5, 2]))  # the first row loses a token
+        shorter = model(tokens[:, :8], torch.tensor([8, 5, 2], device=device))  # first row: -1
     assert_close_in(precision, batch, alone)
     assert not torch.allclose(shorter[0], batch[0], atol=1e-3)
     assert_close_in(precision, shorter[1:], batch[1:])
 
 
 # ------------------------------------------------------------------ the schemes, one by one
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("causal", [True, False])
-def test_rope_logits_depend_only_on_the_distance(causal):
+def test_rope_logits_depend_only_on_the_distance(causal, device):
     """The same queries and keys at positions 0..7 and at 5..12: the same q·k and the same
     attention output; at other relative offsets the logits differ."""
-    rope = RelativePositions("rope", 2, 8, causal)
+    rope = RelativePositions("rope", 2, 8, causal).to(device)
     g = torch.Generator().manual_seed(7)
-    q, k = torch.randn(2, 2, 8, 8, generator=g), torch.randn(2, 2, 8, 8, generator=g)
+    q = torch.randn(2, 2, 8, 8, generator=g).to(device)
+    k = torch.randn(2, 2, 8, 8, generator=g).to(device)
 
     def logits(pos_q, pos_k):
         return pos_q.rotate(q) @ pos_k.rotate(k).transpose(-1, -2)
@@ -306,8 +327,8 @@ def test_rope_logits_depend_only_on_the_distance(causal):
     torch.testing.assert_close(at5.rotate(q).norm(dim=-1), q.norm(dim=-1))  # a rotation
     assert at0.bias is None and not at0.hides_future
 
-    att = MultiHeadAttention(16, 2).eval()
-    x = torch.randn(2, 8, 16, generator=g)
+    att = MultiHeadAttention(16, 2).eval().to(device)
+    x = torch.randn(2, 8, 16, generator=g).to(device)
     with torch.no_grad():
         out0, _, _ = att.self_attention(x, is_causal=causal, positions=at0)
         out5, _, _ = att.self_attention(x, is_causal=causal, positions=at5)
@@ -316,35 +337,40 @@ def test_rope_logits_depend_only_on_the_distance(causal):
     assert not torch.allclose(out0, plain, atol=1e-3)
 
 
-def test_alibi_bias_slopes_and_the_causal_mask():
-    alibi = RelativePositions("alibi", 8, 4, causal=True)
-    pos = alibi(5, 0, torch.float32, torch.device("cpu"))
+@pytest.mark.parametrize("device", DEVICES)
+def test_alibi_bias_slopes_and_the_causal_mask(device):
+    alibi = RelativePositions("alibi", 8, 4, causal=True).to(device)
+    pos = alibi(5, 0, torch.float32, torch.device(device))
     bias = pos.bias
     assert bias.shape == (8, 5, 5) and pos.hides_future
-    slopes = torch.tensor([2.0**-h for h in range(1, 9)])
+    slopes = torch.tensor([2.0**-h for h in range(1, 9)], device=device)
     torch.testing.assert_close(-bias[:, 1, 0], slopes)  # one position back: −m_h
     torch.testing.assert_close(-bias[:, 4, 0], 4 * slopes)
-    future = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    future = torch.ones(5, 5, dtype=torch.bool, device=device).triu(1)
     assert torch.isneginf(bias[:, future]).all() and torch.isfinite(bias[:, ~future]).all()
     assert (bias[:, ~future] <= 0).all() and (bias.diagonal(dim1=1, dim2=2) == 0).all()
     # two new positions after three cached: the last two rows of the full bias
-    later = alibi(2, 3, torch.float32, torch.device("cpu")).bias
+    later = alibi(2, 3, torch.float32, torch.device(device)).bias
     torch.testing.assert_close(later, bias[:, 3:], atol=0, rtol=0)
     # bidirectional (an encoder): −m_h·|i − j| both ways, nothing hidden
-    both = RelativePositions("alibi", 8, 4, causal=False)(5, 0, torch.float32, torch.device("cpu"))
+    both = RelativePositions("alibi", 8, 4, causal=False).to(device)
+    both = both(5, 0, torch.float32, torch.device(device))
     assert not both.hides_future and torch.isfinite(both.bias).all()
     torch.testing.assert_close(both.bias, both.bias.transpose(1, 2))
     torch.testing.assert_close(-both.bias[:, 0, 3], 3 * slopes)
 
 
-def test_t5_encoder_counts_both_ways_and_the_decoder_only_the_past():
+@pytest.mark.parametrize("device", DEVICES)
+def test_t5_encoder_counts_both_ways_and_the_decoder_only_the_past(device):
     encoder = RelativePositions("t5_bias", 2, 4, causal=False)
     decoder = RelativePositions("t5_bias", 2, 4, causal=True)
     _nonzero_t5_tables(encoder)
     decoder.load_state_dict(encoder.state_dict())
-    cpu = torch.device("cpu")
-    enc, dec = encoder(20, 0, torch.float32, cpu), decoder(20, 0, torch.float32, cpu)
-    relative = torch.arange(20)[None, :] - torch.arange(20)[:, None]  # key − query
+    encoder, decoder = encoder.to(device), decoder.to(device)
+    on = torch.device(device)  # where the biases are built
+    enc, dec = encoder(20, 0, torch.float32, on), decoder(20, 0, torch.float32, on)
+    steps = torch.arange(20, device=device)
+    relative = steps[None, :] - steps[:, None]  # key − query
     table = encoder.bias_table.weight  # (buckets, h)
     expected_enc = table[t5_buckets(relative, 32, 128, bidirectional=True)].permute(2, 0, 1)
     torch.testing.assert_close(enc.bias, expected_enc, atol=0, rtol=0)
@@ -358,7 +384,7 @@ def test_t5_encoder_counts_both_ways_and_the_decoder_only_the_past():
     torch.testing.assert_close(dec.bias[:, near], enc.bias[:, near], atol=0, rtol=0)
     assert not torch.equal(dec.bias[:, past & ~near], enc.bias[:, past & ~near])
     # after 17 cached positions: the rows of positions 17..19
-    later = decoder(3, 17, torch.float32, cpu).bias
+    later = decoder(3, 17, torch.float32, on).bias
     torch.testing.assert_close(later, dec.bias[:, 17:], atol=0, rtol=0)
 
 
@@ -373,16 +399,17 @@ def test_absolute_schemes_and_none_act_outside_attention():
 
 
 # ------------------------------------------------------------------ scaled dot product + bias
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("masking", ["none", "padding", "causal", "empty_row"])
-def test_fused_and_explicit_attention_agree_with_a_bias(masking):
+def test_fused_and_explicit_attention_agree_with_a_bias(masking, device):
     g = torch.Generator().manual_seed(8)
-    q, k, v = (torch.randn(2, 2, 5, 4, generator=g) for _ in range(3))
-    bias = torch.randn(2, 5, 5, generator=g)  # (h, Tq, Tk), as RelativePositions gives
+    q, k, v = (torch.randn(2, 2, 5, 4, generator=g).to(device) for _ in range(3))
+    bias = torch.randn(2, 5, 5, generator=g).to(device)  # (h, Tq, Tk), as RelativePositions
     mask, is_causal = None, masking == "causal"
     if masking == "padding":
-        mask = padding_mask(torch.tensor([5, 3]), 5)[:, None]  # (B, 1, 1, Tk)
+        mask = padding_mask(torch.tensor([5, 3], device=device), 5)[:, None]  # (B, 1, 1, Tk)
     if masking == "empty_row":
-        mask = torch.ones(2, 1, 5, 5, dtype=torch.bool)
+        mask = torch.ones(2, 1, 5, 5, dtype=torch.bool, device=device)
         mask[1, 0, 2] = False  # query 2 of sentence 1 may attend to nothing
     fused, none = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, bias=bias)
     explicit, w = scaled_dot_product_attention(
@@ -403,7 +430,8 @@ def test_fused_and_explicit_attention_agree_with_a_bias(masking):
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     if is_causal:
-        scores = scores.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+        future = torch.ones(5, 5, dtype=torch.bool, device=device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
     expected = torch.nan_to_num(scores.softmax(-1), nan=0.0)
     torch.testing.assert_close(w, expected, atol=1e-6, rtol=0)
 
@@ -501,22 +529,24 @@ def test_the_old_key_positional_still_loads_and_both_keys_are_refused(monkeypatc
     )
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
-def test_rope_rotation_is_the_same_in_every_layout_and_its_backward_is_the_inverse(dtype):
+def test_rope_rotation_is_the_same_in_every_layout_and_its_backward_is_the_inverse(dtype, device):
     """The complex product (pairs read in place, or written into a packed output), the float32
     detour of bf16 and a layout whose pairs cannot be read as complex numbers rotate alike, and
     the gradient is the inverse rotation (float64 gradcheck)."""
     from seqlab.nn.attention_positions import _Rotation, _turn
 
-    p = RelativePositions("rope", 2, 8, causal=True)(6, 3, dtype, torch.device("cpu"))
+    p = RelativePositions("rope", 2, 8, causal=True)(6, 3, dtype, torch.device(device))
     assert p.turn.dtype == (torch.complex128 if dtype == torch.float64 else torch.complex64)
-    wide = torch.randn(2, 2, 6, 9, dtype=torch.float64)
+    wide = torch.randn(2, 2, 6, 9, dtype=torch.float64).to(device)
     odd = wide[..., :8]  # row stride 9: pairs not readable as complex numbers
     assert odd.stride()[-2] % 2
     expected = rotate(odd.contiguous(), offset=3)
     tol = {torch.float64: 1e-12, torch.float32: 1e-6, torch.bfloat16: 3e-2}[dtype]
     for x in (odd, odd.contiguous()):
-        for out in (None, torch.empty(2, 2, 6, 9, dtype=dtype)[..., :8], torch.empty_like(x)):
+        packed = torch.empty(2, 2, 6, 9, dtype=dtype, device=device)[..., :8]
+        for out in (None, packed, torch.empty_like(x)):
             got = _turn(x.to(dtype), p.turn, out=None if out is None else out.to(dtype))
             assert got.dtype == dtype
             torch.testing.assert_close(got.double(), expected, atol=tol, rtol=0)

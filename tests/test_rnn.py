@@ -4,11 +4,14 @@ import pytest
 import torch
 from torch import nn
 
+from devices import DEVICES
 from seqlab.nn.cells import PeepholeLSTMCell, make_cell
 from seqlab.nn.rnn import RNN
 from seqlab.nn.rnn_fused import fused_to_scratch_state_dict, scratch_to_fused_state_dict
 
 ATOL = 1e-5
+#: cuDNN sums (gradients over time and batch) in another order: fp32 rounding of ~1.5e-5
+CUDA_ATOL = 5e-5
 B, T, I, H = 3, 6, 4, 5
 FUSED_CELLS = ["rnn", "rnn_relu", "gru", "lstm"]
 
@@ -29,11 +32,13 @@ def torch_reference(cell: str, num_layers: int, bidirectional: bool) -> nn.RNNBa
     return module(I, H, num_layers, batch_first=True, bidirectional=bidirectional)
 
 
-def random_state(cell: str, num_layers: int, num_directions: int, batch_size: int = B):
+def random_state(
+    cell: str, num_layers: int, num_directions: int, batch_size: int = B, device="cpu"
+):
     shape = (num_layers * num_directions, batch_size, H)
     if cell in ("lstm", "peephole_lstm"):
-        return (torch.randn(shape), torch.randn(shape))
-    return torch.randn(shape)
+        return (torch.randn(shape).to(device), torch.randn(shape).to(device))
+    return torch.randn(shape).to(device)
 
 
 def as_tuple(state):
@@ -48,21 +53,28 @@ def scalar_loss(output, state, weights):
     return loss
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("num_layers", [1, 2, 3])
 @pytest.mark.parametrize("cell", FUSED_CELLS)
-def test_scratch_matches_torch_outputs_states_and_gradients(cell, num_layers, bidirectional):
+def test_scratch_matches_torch_outputs_states_and_gradients(
+    cell, num_layers, bidirectional, device
+):
+    atol = ATOL if device == "cpu" else CUDA_ATOL
+    # a weight's gradient sums B·T products: cuDNN's order of summing differs by its size
+    rtol = 0 if device == "cpu" else 1e-4
     num_directions = 2 if bidirectional else 1
     reference = torch_reference(cell, num_layers, bidirectional)
     fused = RNN(cell, I, H, num_layers, bidirectional=bidirectional, backend="fused")
     fused.fused.load_state_dict(reference.state_dict())
+    reference, fused = reference.to(device), fused.to(device)
     scratch = fused.to_backend("scratch")
     assert scratch.backend == "scratch"
 
-    x = torch.randn(B, T, I)
-    state = random_state(cell, num_layers, num_directions)
-    weights = [torch.randn(B, T, num_directions * H)] + [
-        torch.randn(num_layers * num_directions, B, H) for _ in as_tuple(state)
+    x = torch.randn(B, T, I).to(device)
+    state = random_state(cell, num_layers, num_directions, device=device)
+    weights = [torch.randn(B, T, num_directions * H).to(device)] + [
+        torch.randn(num_layers * num_directions, B, H).to(device) for _ in as_tuple(state)
     ]
     x_ref, x_scr = x.clone().requires_grad_(), x.clone().requires_grad_()
     state_ref = tuple(s.clone().requires_grad_() for s in as_tuple(state))
@@ -72,27 +84,31 @@ def test_scratch_matches_torch_outputs_states_and_gradients(cell, num_layers, bi
     out_scr, final_scr = scratch(x_scr, state_scr[0] if len(state_scr) == 1 else state_scr)
     assert out_scr.shape == (B, T, num_directions * H)
     assert isinstance(final_scr, torch.Tensor) == (cell not in ("lstm", "peephole_lstm"))
-    torch.testing.assert_close(out_scr, out_ref, atol=ATOL, rtol=0)
+    torch.testing.assert_close(out_scr, out_ref, atol=atol, rtol=0)
     for a, b in zip(as_tuple(final_scr), as_tuple(final_ref), strict=True):
-        torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+        torch.testing.assert_close(a, b, atol=atol, rtol=0)
 
     scalar_loss(out_ref, final_ref, weights).backward()
     scalar_loss(out_scr, final_scr, weights).backward()
-    torch.testing.assert_close(x_scr.grad, x_ref.grad, atol=ATOL, rtol=0)
+    torch.testing.assert_close(x_scr.grad, x_ref.grad, atol=atol, rtol=0)
     for a, b in zip(state_scr, state_ref, strict=True):
-        torch.testing.assert_close(a.grad, b.grad, atol=ATOL, rtol=0)
+        torch.testing.assert_close(a.grad, b.grad, atol=atol, rtol=0)
     scratch_grads = {name: p.grad for name, p in scratch.named_parameters()}
     converted = scratch_to_fused_state_dict(scratch_grads, num_layers, bidirectional)
     reference_grads = {f"fused.{name}": p.grad for name, p in reference.named_parameters()}
     assert converted.keys() == reference_grads.keys()
     for name, grad in reference_grads.items():
-        torch.testing.assert_close(converted[name], grad, atol=ATOL, rtol=0, msg=name)
+        torch.testing.assert_close(
+            converted[name], grad, atol=atol, rtol=rtol, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("cell", FUSED_CELLS)
-def test_conversion_round_trips_exactly(cell, bidirectional):
-    scratch = RNN(cell, I, H, num_layers=2, bidirectional=bidirectional)
+def test_conversion_round_trips_exactly(cell, bidirectional, device):
+    atol = ATOL if device == "cpu" else CUDA_ATOL
+    scratch = RNN(cell, I, H, num_layers=2, bidirectional=bidirectional).to(device)
     fused = scratch.to_backend("fused")
     back = fused.to_backend("scratch")
     original = scratch.state_dict()
@@ -105,10 +121,10 @@ def test_conversion_round_trips_exactly(cell, bidirectional):
     )
     assert all(raw[k] is original[k] for k in original)
     # and the converted module computes the same function
-    x = torch.randn(B, T, I)
+    x = torch.randn(B, T, I).to(device)
     out_scratch, _ = scratch(x)
     out_fused, _ = fused(x)
-    torch.testing.assert_close(out_fused, out_scratch, atol=ATOL, rtol=0)
+    torch.testing.assert_close(out_fused, out_scratch, atol=atol, rtol=0)
 
 
 def test_to_backend_keeps_dtype_and_copies_weights():
@@ -126,55 +142,61 @@ BACKEND_CELLS = [
 ] + [("fused", c) for c in ["rnn", "gru", "lstm"]]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize(("backend", "cell"), BACKEND_CELLS)
-def test_variable_lengths_equal_running_each_sequence_alone(backend, cell, bidirectional):
+def test_variable_lengths_equal_running_each_sequence_alone(backend, cell, bidirectional, device):
+    atol = ATOL if device == "cpu" else CUDA_ATOL
     num_layers, num_directions = 2, 2 if bidirectional else 1
-    rnn = RNN(cell, I, H, num_layers, bidirectional=bidirectional, backend=backend)
-    lengths = torch.tensor([4, 7, 1, 5])
-    x = torch.randn(4, 7, I)
+    rnn = RNN(cell, I, H, num_layers, bidirectional=bidirectional, backend=backend).to(device)
+    lengths = torch.tensor([4, 7, 1, 5], device=device)
+    x = torch.randn(4, 7, I).to(device)
     padded = x.clone()
     for b, n in enumerate(lengths.tolist()):
         padded[b, n:] = 99.0  # whatever is in the padding must not leak into the results
-    state = random_state(cell, num_layers, num_directions, batch_size=4)
+    state = random_state(cell, num_layers, num_directions, batch_size=4, device=device)
     output, final = rnn(padded, state, lengths=lengths)
     for b, n in enumerate(lengths.tolist()):
         alone_state = tuple(s[:, b : b + 1] for s in as_tuple(state))
         alone_out, alone_final = rnn(
             x[b : b + 1, :n], alone_state[0] if len(alone_state) == 1 else alone_state
         )
-        torch.testing.assert_close(output[b : b + 1, :n], alone_out, atol=ATOL, rtol=0)
+        torch.testing.assert_close(output[b : b + 1, :n], alone_out, atol=atol, rtol=0)
         assert torch.all(output[b, n:] == 0), "padded positions must be zero"
         for batched, single in zip(as_tuple(final), as_tuple(alone_final), strict=True):
-            torch.testing.assert_close(batched[:, b : b + 1], single, atol=ATOL, rtol=0)
+            torch.testing.assert_close(batched[:, b : b + 1], single, atol=atol, rtol=0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("backend", ["scratch", "fused"])
-def test_full_lengths_equal_no_lengths(backend):
-    rnn = RNN("gru", I, H, num_layers=2, bidirectional=True, backend=backend)
-    x = torch.randn(B, T, I)
+def test_full_lengths_equal_no_lengths(backend, device):
+    atol = ATOL if device == "cpu" else CUDA_ATOL
+    rnn = RNN("gru", I, H, num_layers=2, bidirectional=True, backend=backend).to(device)
+    x = torch.randn(B, T, I).to(device)
     out_plain, h_plain = rnn(x)
-    out_len, h_len = rnn(x, lengths=torch.full((B,), T))
-    torch.testing.assert_close(out_len, out_plain, atol=ATOL, rtol=0)
-    torch.testing.assert_close(h_len, h_plain, atol=ATOL, rtol=0)
+    out_len, h_len = rnn(x, lengths=torch.full((B,), T, device=device))
+    torch.testing.assert_close(out_len, out_plain, atol=atol, rtol=0)
+    torch.testing.assert_close(h_len, h_plain, atol=atol, rtol=0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
     "cell", ["rnn", "gru", "gru_reset_before", "output_gated_rnn", "lstm", "peephole_lstm"]
 )
-def test_stepping_a_cell_by_hand_equals_the_layer(cell):
-    rnn = RNN(cell, I, H)
-    x = torch.randn(B, T, I)
+def test_stepping_a_cell_by_hand_equals_the_layer(cell, device):
+    rnn = RNN(cell, I, H).to(device)
+    x = torch.randn(B, T, I).to(device)
     output, _ = rnn(x)
     step_cell = rnn.cells[0]
-    state = step_cell.zero_state(B)
+    state = step_cell.zero_state(B, device=device)
     for t in range(T):
         state = step_cell(x[:, t], state)
         torch.testing.assert_close(state[0], output[:, t], atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bidirectional", [False, True])
-def test_peephole_lstm_with_zero_peepholes_equals_lstm(bidirectional):
+def test_peephole_lstm_with_zero_peepholes_equals_lstm(bidirectional, device):
     lstm = RNN("lstm", I, H, num_layers=2, bidirectional=bidirectional)
     peephole = RNN("peephole_lstm", I, H, num_layers=2, bidirectional=bidirectional)
     state_dict = dict(lstm.state_dict())
@@ -182,7 +204,8 @@ def test_peephole_lstm_with_zero_peepholes_equals_lstm(bidirectional):
         if key not in state_dict:  # weight_ci / weight_cf / weight_co
             state_dict[key] = torch.zeros_like(value)
     peephole.load_state_dict(state_dict)
-    x = torch.randn(B, T, I)
+    lstm, peephole = lstm.to(device), peephole.to(device)
+    x = torch.randn(B, T, I).to(device)
     out_lstm, (h_lstm, c_lstm) = lstm(x)
     out_peep, (h_peep, c_peep) = peephole(x)
     torch.testing.assert_close(out_peep, out_lstm, atol=ATOL, rtol=0)
@@ -361,10 +384,12 @@ def test_randomized_truncation_cuts_the_recurrent_path_and_is_unbiased():
         RNN("gru", I, H, backend="fused", truncation_keep=0.5)
 
 
-def test_fused_layers_run_under_bf16_autocast_on_any_cpu_and_the_probe_draws_no_randoms():
+@pytest.mark.parametrize("device", DEVICES)
+def test_fused_layers_run_under_bf16_autocast_on_any_cpu_and_the_probe_draws_no_randoms(device):
     """oneDNN has no bf16 LSTM kernel on AVX2 CPUs: run_layer runs such a layer in float32
     (close to the float32 result); the one-off probe of the CPU's kernels
-    leaves the caller's random numbers as they were."""
+    leaves the caller's random numbers as they were. On CUDA, cuDNN's layers under bf16
+    autocast give the float32 result to bf16's rounding too."""
     from seqlab.nn import rnn as rnn_module
     from seqlab.nn import rnn_fused
 
@@ -376,10 +401,10 @@ def test_fused_layers_run_under_bf16_autocast_on_any_cpu_and_the_probe_draws_no_
     assert torch.equal(torch.rand(3), want)
     for kind in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN):
         torch.manual_seed(1)
-        layer = kind(4, 5, batch_first=True)
-        x = torch.randn(2, 6, 4)
+        layer = kind(4, 5, batch_first=True).to(device)
+        x = torch.randn(2, 6, 4).to(device)
         full, _ = rnn_module.run_layer(layer, x, lengths=torch.tensor([6, 3]))
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(device, dtype=torch.bfloat16):
             low, _ = rnn_module.run_layer(layer, x, lengths=torch.tensor([6, 3]))
         torch.testing.assert_close(low.float(), full, atol=0.05, rtol=0)
 
@@ -405,18 +430,19 @@ def test_forward_half_never_sees_the_future_backward_half_does(cell, num_layers,
         assert moved[..., :H].max() > 1e-3  # through layer 1's backward half
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("cell", ["rnn", "gru", "lstm", "peephole_lstm"])
-def test_a_deep_rnn_is_its_layers_chained(cell, bidirectional):
+def test_a_deep_rnn_is_its_layers_chained(cell, bidirectional, device):
     """d2l.ai §10.3: H^(l)_t = f(H^(l-1)_t, H^(l)_{t-1}); layer l reads layer l-1's outputs."""
     torch.manual_seed(0)
     d = 2 if bidirectional else 1
-    deep = RNN(cell, I, H, num_layers=3, bidirectional=bidirectional)
-    x = torch.randn(B, T, I)
+    deep = RNN(cell, I, H, num_layers=3, bidirectional=bidirectional).to(device)
+    x = torch.randn(B, T, I).to(device)
     out, state = deep(x)
     layer_input, finals = x, []
     for layer in range(3):
-        one = RNN(cell, layer_input.size(-1), H, bidirectional=bidirectional)
+        one = RNN(cell, layer_input.size(-1), H, bidirectional=bidirectional).to(device)
         for direction in range(d):
             one.cells[direction].load_state_dict(deep.cells[layer * d + direction].state_dict())
         layer_input, final = one(layer_input)

@@ -24,12 +24,19 @@ if TYPE_CHECKING:
     from seqlab.tasks.base import Predictor
 
 
-def load(run_dir: str | Path, which: str = "best", precision: str | None = None) -> Predictor:
+def load(
+    run_dir: str | Path,
+    which: str = "best",
+    precision: str | None = None,
+    device: str | None = None,
+) -> Predictor:
     """Load a trained model from its run directory (``best``, ``latest`` or a step number).
 
     Inference runs in fp32 unless ``precision="bf16"`` (faster where the CPU has native bf16;
-    outputs agree with fp32 up to near-tied tokens): see :mod:`seqlab.runtime.precision`.
+    outputs agree with fp32 up to near-tied tokens): see :mod:`seqlab.runtime.precision`. It
+    runs on ``device``: ``auto`` (the default: a CUDA GPU when present, else the CPU), ``cpu``
+    or ``cuda``, whatever the run trained on: see :mod:`seqlab.runtime.device`.
     """
     from seqlab.tasks import load as load_run  # deferred: torch (import seqlab stays light)
 
-    return load_run(run_dir, which, precision)
+    return load_run(run_dir, which, precision, device)

@@ -23,6 +23,7 @@ from typing import Any
 from seqlab.atomic import WRITE_ERRNOS
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError, SeqlabError
+from seqlab.runtime.device import describe_device, resolve_device
 from seqlab.runtime.machine import machine, set_threads
 from seqlab.runtime.precision import resume_precision
 from seqlab.storage import checkpoints as ckpt
@@ -30,7 +31,7 @@ from seqlab.storage.rundir import RunDir, RunLock
 from seqlab.tasks import artefacts, build_experiment
 from seqlab.training import distributed as dist
 from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar, append_record
-from seqlab.training.trainer import Callback, Trainer, resolve_device
+from seqlab.training.trainer import Callback, Trainer
 
 #: overrides allowed with ``--resume``: budgets, bookkeeping, the learning rate (applied from the
 #: next step on, the schedule's shape kept) and decoding. Anything else would not take effect or
@@ -47,6 +48,8 @@ RESUMABLE = (
     "train.early_stopping_patience",
     "train.average_last",
     "train.threads",
+    "train.device",
+    "train.compile",
     "train.precision",
     "decode.*",
 )
@@ -70,8 +73,9 @@ def resume_config(run_dir: Path, overrides: list[str]) -> ExperimentConfig:
 
 def run_json(trainer: Trainer) -> dict[str, Any]:
     """What ``run.json`` records besides the marker (:meth:`~seqlab.storage.rundir.RunDir.write_marker`):
-    the training precision (and why) and the machine it ran on."""
+    the training precision (and why), the device and the machine it ran on."""
     return {
+        "device": describe_device(trainer.device),
         "precision": {
             "train": trainer.precision.precision,
             "train_reason": trainer.precision.reason,
@@ -172,7 +176,7 @@ def _train(
     precision = None
     if resume:
         overridden = any(o.split("=", 1)[0].strip() == "train.precision" for o in overrides or [])
-        device = resolve_device(cfg.train.device)
+        device = resolve_device(cfg.train.device, "train.device")
         try:
             precision = resume_precision(
                 run.recorded_precision(), cfg.train.precision, overridden, device

@@ -121,7 +121,7 @@ def load_run(args: argparse.Namespace) -> Predictor:
         from seqlab.export.ctranslate2 import give_cores_to_ctranslate2  # deferred: torch
 
         give_cores_to_ctranslate2(threads, workers)
-    model = seqlab.load(args.run, args.which, args.precision)
+    model = seqlab.load(args.run, args.which, args.precision, args.device)
     command, holds = args.command, f"{model.kind} model (model.arch={model.cfg.model.arch})"
     if command not in model.commands:
         tasks = {k.task.replace("_", " "): None for k in predictors() if command in k.commands}
@@ -145,7 +145,7 @@ def load_run(args: argparse.Namespace) -> Predictor:
         )
     ensemble = getattr(args, "ensemble", None)  # declared by translation runs only
     if ensemble:
-        others = [seqlab.load(run, args.which, args.precision) for run in ensemble]
+        others = [seqlab.load(run, args.which, args.precision, args.device) for run in ensemble]
         model = model.ensemble_with(others, ensemble)  # type: ignore[attr-defined]
     model.check(command, call_options(args, model))
     lays_out = any(o.flag == "--workers" for o in model.options_for(command))
@@ -424,6 +424,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             help="inference precision (default: the run's decode.precision, fp32 unless set): "
             "bf16 is faster where the CPU has native bf16, and its outputs agree with fp32 up "
             "to near-tied tokens",
+        )
+        p.add_argument(
+            "--device",
+            default="auto",
+            metavar="DEVICE",
+            help="where the model computes: auto (a CUDA GPU when present, else the CPU), cpu, "
+            "cuda or cuda:N; any run loads on any device",
         )
         if command == "predict":  # the generic command: its inputs are its own
             p.add_argument("inputs", nargs="*", metavar="INPUT", help="inputs to run the model on")

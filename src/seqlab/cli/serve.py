@@ -116,7 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    models = load_models(args.run_dirs, args.which)
+    models = load_models(args.run_dirs, args.which, args.device)
     app = create_app(
         models,
         limits=limits,
@@ -182,6 +182,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--which", default="best", help="best | latest | a step number")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
     p.add_argument("--port", type=port_number, default=8000, help="1 to 65535 (default: 8000)")
+    p.add_argument(
+        "--device",
+        default="auto",
+        metavar="DEVICE",
+        help="where the models compute: auto (a CUDA GPU when present, else the CPU), cpu, "
+        "cuda or cuda:N",
+    )
     p.add_argument(
         "--engine",
         # seqlab.tasks.translation.engines.SERVER_ENGINES, spelt out: --help imports no task

@@ -333,8 +333,17 @@ class TrainConfig(Strict):
     accumulate: Positive = Field(
         1, description="minibatches per optimizer step (gradient accumulation), per process"
     )
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="auto: a CUDA GPU when PyTorch sees one, else the CPU; the device is "
+        "recorded in run.json, and the run loads on any device",
+    )
     threads: NonNegative = Field(0, description="torch threads; 0 leaves PyTorch's default")
+    compile: bool = Field(
+        False,
+        description="compile the model's forward and backward with torch.compile (fewer, "
+        "fused kernels; the first steps pay the compilation); checkpoints are unchanged",
+    )
     log_every: Positive = 50
     eval_every: Positive | None = Field(
         None, description="steps between validations; None = each epoch"

@@ -93,15 +93,17 @@ def require_ctranslate2() -> Any:
     return ctranslate2
 
 
-def check_compute_type(compute_type: str | None) -> None:
-    """Refuse a CTranslate2 compute type (``--quantize``) this machine's CPU cannot run, naming
-    the ones it can (None and ``float32``/``default``/``auto`` always run)."""
+def check_compute_type(compute_type: str | None, device: str = "cpu") -> None:
+    """Refuse a CTranslate2 compute type (``--quantize``) this machine's CPU (or GPU, with
+    ``device="cuda"``) cannot run, naming the ones it can (None and
+    ``float32``/``default``/``auto`` always run)."""
     if compute_type in (None, "float32", "default", "auto"):
         return
-    supported = sorted(require_ctranslate2().get_supported_compute_types("cpu"))
+    supported = sorted(require_ctranslate2().get_supported_compute_types(device))
     if compute_type not in supported:
+        where = "GPU" if device == "cuda" else "CPU"
         raise SeqlabError(
-            f"--quantize {compute_type}: this CPU cannot run CTranslate2's {compute_type} "
+            f"--quantize {compute_type}: this {where} cannot run CTranslate2's {compute_type} "
             f"computation; it supports: {', '.join(supported)}"
         )
 

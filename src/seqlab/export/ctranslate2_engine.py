@@ -68,6 +68,7 @@ class CTranslate2Engine:
         compute_type: str = "float32",
         threads: int = 0,
         workers: int = 1,
+        device: str = "cpu",
     ):
         ct2 = require_ctranslate2()
         info_path = Path(model_dir) / "seqlab.json"
@@ -77,14 +78,14 @@ class CTranslate2Engine:
             info = None
         if not isinstance(info, dict) or info.get("format") != FORMAT:
             raise SeqlabError(f"{model_dir} is not a CTranslate2 model exported by seqlab")
-        check_compute_type(compute_type)
+        check_compute_type(compute_type, device)
         if workers < 1 or (threads and workers > threads):
             raise SeqlabError(f"{workers} CTranslate2 workers for {threads} threads")
         self.model_dir, self.compute_type = Path(model_dir), compute_type
         self.workers = workers  # search() is thread-safe: up to this many calls run at once
         self.translator = ct2.Translator(
             str(model_dir),
-            device="cpu",
+            device=device,  # "cuda" runs CTranslate2 on the GPU
             compute_type=compute_type,
             inter_threads=workers,
             intra_threads=threads // workers if threads else 0,

@@ -138,12 +138,12 @@ def scaled_dot_product_attention(
     """softmax(Q Kᵀ / √d_k + bias) V (Vaswani et al. 2017, §3.2.1, eq. 1; the bias of ALiBi or
     T5, :mod:`seqlab.nn.attention_positions`).
 
-    Without ``need_weights`` this calls the fused ``F.scaled_dot_product_attention``, except for
-    one query, or a few without gradients (decoding), where two explicit products are faster;
-    with ``need_weights`` the explicit path computes and returns the weights. Both give the same
-    output, including zero outputs for fully masked query rows: the fused call sees such rows
-    unmasked and their output is zeroed afterwards, since some fused kernels (older PyTorch, some
-    CUDA backends) give NaN there. (PyTorch 2.13's CPU kernels already return zeros.)
+    Without ``need_weights`` this calls the fused ``F.scaled_dot_product_attention``, except on
+    CPU for one query, or a few without gradients (decoding), where two explicit products are
+    faster; with ``need_weights`` the explicit path computes and returns the weights. Both give
+    the same output, including zero outputs for fully masked query rows: the fused call sees such
+    rows unmasked and their output is zeroed afterwards, since some fused kernels (older PyTorch,
+    some CUDA backends) give NaN there. (PyTorch 2.13's CPU kernels already return zeros.)
 
     Args:
         mask: bool, True = may attend, broadcastable to ``(..., Tq, Tk)``.
@@ -164,6 +164,8 @@ def scaled_dot_product_attention(
     # one query (a decoding step), or a few without gradients (the K beams of a sentence sharing
     # its keys): the fused kernel's setup costs more than the products themselves
     few = num_q == 1 or (num_q <= _FEW_QUERIES and not torch.is_grad_enabled())
+    # a CPU timing: on CUDA PyTorch's own kernel (flash / memory-efficient) takes every query
+    few = few and query.device.type == "cpu"
     explicit = need_weights or (few and dropout_p == 0.0)
     if is_causal and (explicit or mask is not None or num_q != num_k or bias is not None):
         # F.scaled_dot_product_attention's is_causal is top-left aligned, ours bottom-right

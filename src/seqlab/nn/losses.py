@@ -32,6 +32,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         grad = torch.zeros_like(logits) if need_grad else None  # (N, V)
         total = torch.zeros((), dtype=torch.float32, device=logits.device)
         piece = max(1, PIECE_ELEMENTS // vocab)
+        if logits.device.type != "cpu":  # pieces fit a CPU's cache; on CUDA, one launch of each
+            piece = max(1, rows.numel())
         for start in range(0, rows.numel(), piece):
             idx = rows[start : start + piece]  # (C,)
             z = logits.index_select(0, idx).float()  # (C, V)
@@ -81,8 +83,9 @@ def masked_cross_entropy(
     rows = valid.flatten().nonzero().squeeze(1)  # (n,)
     vocab = logits.shape[-1]
     picked = targets.flatten().index_select(0, rows)
-    if picked.numel() and not (int(picked.min()) >= 0 and int(picked.max()) < vocab):
-        low, high = int(picked.min()), int(picked.max())
+    if picked.numel():
+        low, high = torch.stack([picked.min(), picked.max()]).tolist()  # one read of the device
+    if picked.numel() and not (low >= 0 and high < vocab):
         raise IndexError(f"target ids must lie in [0, {vocab}), got ids from {low} to {high}")
     loss = _SmoothedCrossEntropy.apply(
         logits.flatten(0, 1), targets.flatten(), rows, float(label_smoothing)

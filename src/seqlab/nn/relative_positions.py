@@ -66,13 +66,17 @@ def alibi_slopes(num_heads: int) -> Tensor:
     return torch.tensor(slopes)
 
 
-def alibi_bias(num_heads: int, queries: int, keys: int, offset: int = 0) -> Tensor:
+def alibi_bias(
+    num_heads: int, queries: int, keys: int, offset: int = 0, device: torch.device | None = None
+) -> Tensor:
     """The additive bias ``(H, T_q, T_k)``: ``−m_h·(i − j)`` for query ``i`` (at position
     ``offset + i``, the keys at ``0 … T_k − 1``) and key ``j``; future keys get the same formula
-    (a causal mask removes them)."""
-    i = torch.arange(offset, offset + queries)[:, None]
-    j = torch.arange(keys)[None, :]
-    return -alibi_slopes(num_heads)[:, None, None] * (i - j).abs()[None].to(torch.float32)
+    (a causal mask removes them). Built on ``device`` (default: the CPU)."""
+    # built on the device asked for: a CPU bias added to CUDA logits fails
+    i = torch.arange(offset, offset + queries, device=device)[:, None]
+    j = torch.arange(keys, device=device)[None, :]
+    slopes = alibi_slopes(num_heads).to(device)
+    return -slopes[:, None, None] * (i - j).abs()[None].to(torch.float32)
 
 
 def t5_buckets(

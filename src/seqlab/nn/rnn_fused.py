@@ -37,6 +37,10 @@ def run_fused(
         # oneDNN has no bf16 LSTM kernel for CPUs without AVX-512 (an AVX2 CPU under bf16
         # autocast): run the layer in float32 there and return bf16, as a native CPU would
         return _run_fused_fp32(layer, x, state, lengths)
+    if _bf16_autocast_on_cuda(x) and fp32_weights:
+        # cuDNN's autocast runs an RNN in fp16 whatever the autocast dtype (no grad scaler under
+        # bf16: its gradients could underflow): float32 there, returned in bf16
+        return _run_fused_fp32(layer, x, state, lengths)
     return _run_packed(layer, x, state, lengths)
 
 
@@ -70,6 +74,15 @@ def _bf16_on_cpu(x: Tensor) -> bool:
     return x.dtype == torch.bfloat16 or autocast
 
 
+def _bf16_autocast_on_cuda(x: Tensor) -> bool:
+    """Whether ``x`` is on a CUDA device under bf16 autocast."""
+    return (
+        x.device.type == "cuda"
+        and torch.is_autocast_enabled("cuda")
+        and torch.get_autocast_dtype("cuda") == torch.bfloat16
+    )
+
+
 def _run_packed(
     layer: nn.Module, x: Tensor, state: State | None, lengths: Tensor | None
 ) -> tuple[Tensor, State]:
@@ -84,12 +97,13 @@ def _run_packed(
 def _run_fused_fp32(
     layer: nn.Module, x: Tensor, state: State | None, lengths: Tensor | None
 ) -> tuple[Tensor, State]:
-    """The fused layer in float32 with autocast off; output and state back in bf16."""
+    """The fused layer in float32 with autocast off (on ``x``'s device); output and state back
+    in bf16."""
 
     def cast(s: Any, dtype: torch.dtype) -> Any:
         return tuple(t.to(dtype) for t in s) if isinstance(s, tuple) else s.to(dtype)
 
-    with torch.autocast("cpu", enabled=False):
+    with torch.autocast(x.device.type, enabled=False):  # the input's device: CPU or CUDA
         fp32_state = None if state is None else cast(state, torch.float32)
         out, new_state = _run_packed(layer, x.float(), fp32_state, lengths)
     return out.to(torch.bfloat16), cast(new_state, torch.bfloat16)

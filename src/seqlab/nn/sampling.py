@@ -38,4 +38,8 @@ def next_token(
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))  # (B, V)
     probs = torch.softmax(logits, dim=-1)  # (B, V)
+    if generator is not None and generator.device != probs.device:
+        # a generator draws on its own device only (a CPU one for CUDA logits): draw there
+        picked = torch.multinomial(probs.to(generator.device), 1, generator=generator)
+        return picked.squeeze(-1).to(probs.device)  # (B,)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)

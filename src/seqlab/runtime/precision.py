@@ -11,7 +11,10 @@ The decision reads only the hardware's feature flags and vendor, never a timing,
 machine decides the same, and a run records the precision it resolved to (``run.json`` and every
 checkpoint): a resumed run keeps it (see :func:`resume_precision`).
 
-- CUDA: ``torch.cuda.is_bf16_supported()``.
+- CUDA: ``torch.cuda.is_bf16_supported(including_emulation=False)`` (Ampere and later). On
+  an older GPU ``auto`` trains in fp16 with a gradient scaler (``torch.amp.GradScaler``,
+  Micikevicius et al. 2018, "Mixed Precision Training"): fp16's range is too narrow for
+  gradients unscaled, and its matrix products run on the tensor cores bf16 lacks there.
 - CPU: the ISA flags PyTorch reports (``torch.cpu._is_avx512_bf16_supported()``,
   ``_is_amx_tile_supported()``).
 - ``SEQLAB_NATIVE_BF16=0`` or ``1`` overrides both (a VM that misreports its flags); with ``1``,
@@ -47,13 +50,18 @@ Precision = Literal["auto", "fp32", "bf16"]
 class Resolved:
     """The precision a run uses and why (printed in the log, written into ``run.json``)."""
 
-    precision: Literal["fp32", "bf16"]
+    precision: Literal["fp32", "bf16", "fp16"]
     reason: str
 
     @property
     def dtype(self) -> torch.dtype | None:
         """The autocast dtype, or None for plain fp32."""
-        return torch.bfloat16 if self.precision == "bf16" else None
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+
+    @property
+    def scaled(self) -> bool:
+        """Whether training scales the loss (fp16: :class:`torch.amp.GradScaler`)."""
+        return self.precision == "fp16"
 
     def to_json(self) -> dict[str, str]:
         return {"precision": self.precision, "reason": self.reason}
@@ -88,7 +96,7 @@ def native_bf16(device: torch.device | str = "cpu") -> tuple[bool, str]:
             )
         return forced == "1", f"{NATIVE_BF16_ENV}={forced}"
     if device.type == "cuda":
-        ok = torch.cuda.is_bf16_supported()
+        ok = _cuda_bf16()
         return ok, f"CUDA device {'supports' if ok else 'lacks'} bf16"
     flags = cpu_bf16_flags()
     capability = torch.backends.cpu.get_cpu_capability()
@@ -96,6 +104,14 @@ def native_bf16(device: torch.device | str = "cpu") -> tuple[bool, str]:
         return False, f"CPU has no AVX512_BF16/AMX (PyTorch capability {capability})"
     have = ", ".join(name for name, on in flags.items() if on)
     return True, f"CPU has {have} (PyTorch capability {capability})"
+
+
+def _cuda_bf16() -> bool:
+    """bf16 in hardware on the current GPU (not PyTorch's emulation of it on older cards)."""
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # a PyTorch without the argument
+        return torch.cuda.is_bf16_supported()
 
 
 def auto_avoids_bf16(device: torch.device | str = "cpu") -> str | None:
@@ -126,6 +142,8 @@ def resolve_precision(requested: str, device: torch.device | str = "cpu") -> Res
         slower = auto_avoids_bf16(device) if native else None
         if slower:
             return Resolved("fp32", f"auto: {slower}")
+        if not native and torch.device(device).type == "cuda":
+            return Resolved("fp16", f"auto: {why}: fp16 with a gradient scaler")
         return Resolved("bf16" if native else "fp32", f"auto: {why}")
     if not native:
         warnings.warn(
@@ -154,10 +172,17 @@ def resume_precision(
     """
     if overridden or recorded is None:
         return resolve_precision(requested, device)
-    if recorded not in ("fp32", "bf16"):
-        raise ConfigError(f"recorded training precision {recorded!r} is not fp32 or bf16")
+    if recorded not in ("fp32", "bf16", "fp16"):
+        raise ConfigError(f"recorded training precision {recorded!r} is not fp32, bf16 or fp16")
     if recorded == "fp32":
         return Resolved("fp32", "recorded in the run (resumed as trained)")
+    if recorded == "fp16":  # auto chose it on a GPU without bf16; the scaler restarts
+        if torch.device(device).type != "cuda":
+            raise ConfigError(
+                "this run trained in fp16 on a GPU; on a CPU choose train.precision=fp32 or "
+                "train.precision=bf16 on the resume command"
+            )
+        return Resolved("fp16", "recorded in the run (resumed as trained)")
     if requested == "bf16":  # the run asked for bf16 itself: honoured as for a new run
         return resolve_precision("bf16", device)
     native, why = native_bf16(device)
@@ -173,7 +198,9 @@ def resume_precision(
 
 @contextlib.contextmanager
 def autocast(resolved: Resolved, device: torch.device | str = "cpu") -> Iterator[None]:
-    """Run the block in the resolved precision (bf16 autocast, or nothing for fp32)."""
+    """Run the block in the resolved precision (bf16 or fp16 autocast, or nothing for fp32) on
+    ``device``'s kind (autocast is per device type: a CPU context leaves CUDA work in fp32)."""
     device = torch.device(device)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=resolved.dtype is not None):
+    dtype = resolved.dtype or torch.bfloat16
+    with torch.autocast(device.type, dtype=dtype, enabled=resolved.dtype is not None):
         yield

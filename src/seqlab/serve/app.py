@@ -82,9 +82,11 @@ class RequestTimeout(SeqlabError):
     """A request went over ``timeout_s`` (504)."""
 
 
-def load_models(specs: Sequence[str], which: str = "best") -> dict[str, Any]:
+def load_models(
+    specs: Sequence[str], which: str = "best", device: str | None = None
+) -> dict[str, Any]:
     """Load run directories as named models: ``NAME=RUN_DIR``, or ``RUN_DIR`` (named after its
-    folder). Two models may not share a name."""
+    folder), each on ``device`` (:func:`seqlab.load`). Two models may not share a name."""
     models: dict[str, Any] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -99,7 +101,7 @@ def load_models(specs: Sequence[str], which: str = "best") -> dict[str, Any]:
             raise SeqlabError(
                 f"two run directories are named {name!r}; name them: NAME=RUN_DIR NAME2=RUN_DIR2"
             )
-        models[name] = load(path, which)
+        models[name] = load(path, which, device=device)
     if not models:
         raise SeqlabError("give at least one run directory to serve")
     return models

@@ -20,6 +20,7 @@ from seqlab.catalog import TaskSpec
 from seqlab.config import ExperimentConfig
 from seqlab.errors import ConfigError
 from seqlab.objective import Selection
+from seqlab.runtime.device import resolve_device
 from seqlab.runtime.precision import resolve_precision
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks.base import Experiment, Predictor
@@ -49,18 +50,28 @@ def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Expe
     return task_of(cfg).build_experiment(cfg, run_dir)
 
 
-def load(run_dir: str | Path, which: str = "best", precision: str | None = None) -> Predictor:
+def load(
+    run_dir: str | Path,
+    which: str = "best",
+    precision: str | None = None,
+    device: str | None = None,
+) -> Predictor:
     """A trained model from its run directory alone (``best``, ``latest`` or a step number).
 
     ``precision`` (``fp32`` or ``bf16``) overrides the run's ``decode.precision`` (fp32 unless
-    the run's config says otherwise); see :mod:`seqlab.runtime.precision`.
+    the run's config says otherwise); see :mod:`seqlab.runtime.precision`. ``device``
+    (``auto``, the default: a CUDA GPU when present; ``cpu``; ``cuda``) is where it computes,
+    whatever device the run trained on (:mod:`seqlab.runtime.device`).
     """
     if precision is not None and precision not in ("fp32", "bf16"):
         raise ConfigError(f"precision must be fp32 or bf16, got {precision!r}")
+    where = resolve_device(device, "device")
     run = RunDir(run_dir).open(which)
     predictor = predictor_for(run.cfg).load(run)
+    if predictor.device != where:
+        predictor.to(where)
     if precision is not None:
-        predictor.precision = resolve_precision(precision)
+        predictor.precision = resolve_precision(precision, where)
     return predictor
 
 

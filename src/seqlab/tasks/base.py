@@ -40,11 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, ClassVar
 
+import torch
 from torch import nn
 
 from seqlab.config import ExperimentConfig
 from seqlab.errors import SeqlabError
 from seqlab.objective import Batches, LossFn, Selection
+from seqlab.runtime.device import model_device
 from seqlab.runtime.precision import Resolved, resolve_precision
 from seqlab.storage.checkpoints import load_model_weights
 from seqlab.storage.rundir import Run
@@ -127,7 +129,17 @@ class Predictor(ABC):
 
     def __init__(self, model: nn.Module, cfg: ExperimentConfig, run: Run | None = None) -> None:
         self.model, self.cfg, self.run = model.eval(), cfg, run
-        self.precision: Resolved = resolve_precision(cfg.decode.precision)
+        self.device: torch.device = model_device(model)
+        self.precision: Resolved = resolve_precision(cfg.decode.precision, self.device)
+
+    def to(self, device: torch.device | str) -> Predictor:
+        """Move the model to ``device`` (what :func:`seqlab.load`'s ``device=`` does); every
+        method then computes there, its inputs moved to it and its outputs back to the CPU."""
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        if self.precision.precision != "fp32":  # the same request, resolved for the new device
+            self.precision = resolve_precision(self.precision.precision, self.device)
+        return self
 
     # ----------------------------------------------------------------- written by each task
     @classmethod

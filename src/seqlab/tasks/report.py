@@ -45,6 +45,8 @@ class Report:
     source: dict[str, str]
     scores: dict[str, Any]
     figures: dict[str, Path] = field(default_factory=dict)
+    #: the device the model computed on (``cpu``, ``cuda:0``): :mod:`seqlab.runtime.device`
+    device: str | None = field(default=None, kw_only=True)
 
     @property
     def where(self) -> str:
@@ -62,8 +64,10 @@ class Report:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        """The checkpoint, what was scored, then the scores (figures are not part of it)."""
-        return {"checkpoint": self.checkpoint, **self.source, **self.scores}
+        """The checkpoint, the device, what was scored, then the scores (figures are not part
+        of it)."""
+        device = {"device": self.device} if self.device is not None else {}
+        return {"checkpoint": self.checkpoint, **device, **self.source, **self.scores}
 
     def check_finite(self) -> None:
         """Refuse to report a score that is NaN or infinite (JSON has no such numbers, and a

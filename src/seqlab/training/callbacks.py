@@ -32,7 +32,8 @@ class ProgressBar(Callback):
 
     def on_train_start(self, trainer: Trainer) -> None:
         print(
-            f"precision: {trainer.precision.precision} ({trainer.precision.reason}); "
+            f"device: {trainer.device}; precision: {trainer.precision.precision} "
+            f"({trainer.precision.reason}); "
             f"{trainer.world} process(es), {trainer.steps_per_epoch} steps per epoch, "
             f"{trainer.total_steps} steps at most",
             file=self.stream,

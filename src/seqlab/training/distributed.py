@@ -155,7 +155,12 @@ def rows_of(batch: Any, rank: int, world: int) -> Any:
 
 
 def to_device(batch: Any, device: torch.device) -> Any:
+    """``batch`` (tensors, or tuples or dataclasses of them) on ``device``. To a GPU each tensor
+    goes through pinned memory, so that the copy is queued without waiting (a copy from pageable
+    memory blocks the host until it is done)."""
     if isinstance(batch, Tensor):
+        if device.type == "cuda" and batch.device.type == "cpu" and not batch.is_pinned():
+            batch = batch.pin_memory()
         return batch.to(device, non_blocking=True)
     if isinstance(batch, tuple | list):
         return type(batch)(to_device(v, device) for v in batch)

@@ -31,14 +31,23 @@ from seqlab.objective import Selection
 from seqlab.storage.training_state import PlateauState, ScheduleState
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def build_optimizer(
+    model: nn.Module, cfg: TrainConfig, fused: bool | None = None
+) -> torch.optim.Optimizer:
+    """The optimizer of ``cfg`` over ``model``'s trainable parameters. ``fused`` (None: when
+    every parameter is on a GPU) takes PyTorch's fused implementation: one kernel for all
+    parameters, and it can skip a non-finite update on the device
+    (:mod:`seqlab.training.trainer`); else the default one."""
     params = [p for p in model.parameters() if p.requires_grad]
+    if fused is None:
+        fused = bool(params) and all(p.is_cuda for p in params)
+    fused = {"fused": True} if fused else {}
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(
-            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **fused
         )
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    return cls(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    return cls(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, **fused)
 
 
 def lr_multiplier(

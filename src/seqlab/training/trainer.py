@@ -32,6 +32,15 @@ weights, the optimizer and every process's RNG and carried state, and :meth:`Tra
 gets it back as the same type. Minibatches are a pure function of (seed, epoch), so a resumed
 run sees the same batches in the same order and reproduces the losses of an uninterrupted one
 (bit for bit unless a time budget drives the schedule).
+
+**On a GPU** (``train.device``: ``auto`` picks CUDA when present, :mod:`seqlab.runtime.device`)
+the step never waits for the device: batches are copied from pinned memory without blocking, the
+optimizer is PyTorch's fused Adam/AdamW, and the loss, token count and gradient norm stay on the
+device, summed there and read once per ``train.log_every`` steps. A non-finite loss or gradient
+norm still leaves the weights untouched (the fused optimizer skips that update on the device, as
+for a gradient scaler's overflow) and stops training at the next log line, naming the step
+range. fp16 (``precision: auto`` on a GPU without bf16) scales the loss with
+:class:`torch.amp.GradScaler` (its scale restarts on ``--resume``).
 """
 
 from __future__ import annotations
@@ -40,7 +49,6 @@ import contextlib
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +56,9 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.config import TrainConfig
-from seqlab.errors import SeqlabError, TrainingInterrupted
-from seqlab.nn.losses import perplexity
+from seqlab.errors import TrainingInterrupted
 from seqlab.objective import Batches, LossFn, LossOutput, Selection
+from seqlab.runtime.device import resolve_device
 from seqlab.runtime.precision import Resolved, autocast, resolve_precision
 from seqlab.storage import checkpoints as ckpt
 from seqlab.storage.training_state import TrainingState
@@ -60,7 +68,8 @@ from seqlab.training.budget import Budget
 from seqlab.training.checkpointing import Checkpointer
 from seqlab.training.divergence import TrainingDiverged  # also imported from here (tutorials)
 from seqlab.training.interrupts import CtrlC
-from seqlab.training.optim import LRSchedule, Plateau, build_optimizer
+from seqlab.training.optim import LRSchedule, Plateau
+from seqlab.training.stepping import LogWindow, Update
 from seqlab.training.validation import Evaluate, Validator
 
 
@@ -94,44 +103,6 @@ def detach_state(state: Any) -> Any:
     return state
 
 
-@dataclass
-class _Window:
-    """Training loss, tokens and gradient norms since the last log line."""
-
-    loss_sum: float = 0.0
-    tokens: float = 0.0
-    steps: int = 0
-    grad_norm_sum: float = 0.0  # before clipping
-    clipped: int = 0  # steps whose gradient norm exceeded train.grad_clip
-    started: float = field(default_factory=time.monotonic)
-
-    def add(self, loss: float, tokens: float, norm: float, clipped: bool) -> None:
-        self.loss_sum += loss * tokens
-        self.tokens += tokens
-        self.steps += 1
-        self.grad_norm_sum += norm
-        self.clipped += clipped
-
-    def record(self, step: int, epoch: float, lr: float, elapsed: float, clip: bool) -> dict:
-        """The log line (``metrics.jsonl``): token-weighted mean loss, throughput, the mean
-        gradient norm before clipping and, with ``clip``, the fraction of steps clipped."""
-        mean = self.loss_sum / max(self.tokens, 1.0)
-        seconds = max(time.monotonic() - self.started, 1e-9)
-        record = {
-            "step": step,
-            "epoch": epoch,
-            "loss": mean,
-            "ppl": perplexity(mean),  # meaningful for a per-token cross-entropy only
-            "lr": lr,
-            "tokens_per_s": self.tokens / seconds,
-            "grad_norm": self.grad_norm_sum / max(self.steps, 1),  # mean, before clipping
-            "elapsed_s": round(elapsed, 2),
-        }
-        if clip:
-            record["clipped"] = self.clipped / max(self.steps, 1)  # fraction of the steps
-        return record
-
-
 class Trainer:
     """Train ``model`` with ``loss_fn`` on ``train_data``; see the module docstring.
 
@@ -157,6 +128,11 @@ class Trainer:
 
     #: the schema of :attr:`state`: a subclass with one more field makes that field resumable
     State: type[TrainingState] = TrainingState
+    #: keep the step's numbers on the device and read them once per log line, with a fused
+    #: optimizer (None: on a GPU; True runs that path on a CPU too, as the tests do)
+    reads_on_device: bool | None = None
+    #: whether the step's numbers stay on the device until the log line (:class:`Update`)
+    deferred: bool = False
 
     def __init__(
         self,
@@ -174,10 +150,14 @@ class Trainer:
         precision: Resolved | None = None,
     ) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.device = device = resolve_device(cfg.device)
+        self.device = device = resolve_device(cfg.device, "train.device")
+        if device.index is not None and device.type == "cuda":
+            torch.cuda.set_device(device)  # NCCL and the fused kernels use the current device
         self.rank, self.world = dist.setup(self.device)
         self.data = dist.RankBatches(train_data, self.rank, self.world)
         self.model = model.to(self.device)
+        if cfg.compile:  # in place: the parameters' names, and so the checkpoints, are unchanged
+            self.model.compile()
         self.loss_module: nn.Module = _LossModule(self.model, loss_fn)
         if self.world > 1:
             self.loss_module = torch.nn.parallel.DistributedDataParallel(self.loss_module)
@@ -186,7 +166,9 @@ class Trainer:
             precision or resolve_precision(cfg.precision, self.device)
         )
         self.eval_precision: Resolved = resolve_precision(eval_precision, self.device)
-        self.optimizer = build_optimizer(self.model, cfg)
+        update = Update(self.model, cfg, device, self.world, self.precision, self.reads_on_device)
+        self.update, self.optimizer, self.scaler = update, update.optimizer, update.scaler
+        self.deferred = update.deferred
         self.steps_per_epoch = -(-len(self.data) // cfg.accumulate)
         self.budget = Budget(cfg, self.steps_per_epoch)
         self.total_steps = self.budget.total_steps
@@ -229,7 +211,7 @@ class Trainer:
             self.restore(ckpt.resume_from(self.run_dir))
         for cb in self.callbacks:
             cb.on_train_start(self)
-        window = _Window()
+        window = LogWindow(first_step=self.state.step + 1)
         with self._ctrl_c.after_step(self.run_dir, lambda: self.state.step):
             while not self.state.finished:
                 window = self.run_epoch(window)
@@ -247,13 +229,14 @@ class Trainer:
             "stopped": state.finished,
             "wall_seconds": round(self.elapsed(), 1),
             "precision": self.precision.precision,
+            "device": str(self.device),
         }
         for cb in self.callbacks:
             cb.on_train_end(self, summary)
         dist.barrier()
         return summary
 
-    def run_epoch(self, window: _Window) -> _Window:
+    def run_epoch(self, window: LogWindow) -> LogWindow:
         """Steps until the end of the epoch or of training; the position advances here only."""
         pos = self.state
         self.data.set_epoch(pos.epoch)
@@ -283,7 +266,7 @@ class Trainer:
                 cb.on_step(self, loss)
             if pos.step % self.cfg.log_every == 0 or pos.step == 1:
                 self.log(window)
-                window = _Window()
+                window = LogWindow(first_step=pos.step + 1)
             pos.finished = self.budget.reason(pos, self.elapsed())
             due = self.cfg.eval_every is not None and pos.step % self.cfg.eval_every == 0
             at_eval = end_of_epoch and self.cfg.eval_every is None
@@ -304,14 +287,16 @@ class Trainer:
 
     def train_step(
         self, group: list[tuple[Any, float]], state: Any
-    ) -> tuple[float, float, float, Any]:
+    ) -> tuple[float | Tensor, float, float | Tensor, Any]:
         """One optimizer step over ``(batch, weight)`` minibatches; see the module docstring.
 
         Returns the step's token-weighted mean loss over all processes, its tokens, the gradient
-        norm before clipping, and the recurrent state after the last minibatch (detached).
+        norm before clipping (both 0-d device tensors when :attr:`deferred`), and the recurrent
+        state after the last minibatch (detached).
         """
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, tokens = 0.0, 0.0
+        loss_sum: float | Tensor = 0.0
+        tokens = 0.0
         for i, (batch, weight) in enumerate(group):
             batch = dist.to_device(batch, self.device)
             if not self.data.carries_state:
@@ -324,24 +309,19 @@ class Trainer:
                 with autocast(self.precision, self.device):
                     out = self.loss_module(batch, state)
                 loss = out.loss.float()
-                (loss * (out.num_tokens * weight)).backward()
+                summed = loss * (out.num_tokens * weight)
+                (self.scaler.scale(summed) if self.scaler else summed).backward()
             if weight:
-                loss_sum += loss.item() * out.num_tokens * weight
+                part = loss.detach() * (out.num_tokens * weight)
+                loss_sum = loss_sum + (part if self.deferred else part.item())
                 tokens += out.num_tokens * weight
             state = detach_state(out.state)
-        loss_sum, tokens = dist.all_sum([loss_sum, tokens])
+        if not self.deferred:
+            loss_sum, tokens = dist.all_sum([float(loss_sum), tokens])
         mean = loss_sum / max(tokens, 1.0)
-        if not math.isfinite(mean):
+        if not self.deferred and not math.isfinite(mean):
             self.diverged(f"loss became {mean}")
-        scale = self.world / max(tokens, 1.0)  # DDP averaged over processes: undo, then per token
-        for p in self.model.parameters():
-            if p.grad is not None:
-                p.grad.mul_(scale)
-        clip = self.cfg.grad_clip if self.cfg.grad_clip is not None else math.inf
-        norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), clip))
-        if not math.isfinite(norm):
-            self.diverged(f"gradient norm became {norm}")
-        self.optimizer.step()
+        norm = self.update.apply(self.model, self.world / max(tokens, 1.0), mean, self.diverged)
         self.schedule.step()
         return mean, tokens, norm, state
 
@@ -350,7 +330,11 @@ class Trainer:
         c = self.__dict__.get("checkpointer")
         return c.elapsed() if c is not None else 0.0
 
-    def log(self, window: _Window) -> None:
+    def log(self, window: LogWindow) -> None:
+        window.read()
+        bad = window.non_finite(self.state.step) if self.deferred else None
+        if bad:
+            self.diverged(*bad)
         state, clip = self.state, self.cfg.grad_clip is not None
         epoch = state.epoch + state.batch / max(len(self.data), 1)
         record = window.record(state.step, epoch, self.schedule.lr, self.elapsed(), clip)
@@ -400,24 +384,8 @@ class Trainer:
                 cb.on_eval(self, result.record)
 
     def average_last(self, n: int) -> dict[str, Any]:
-        """Average the last ``n`` trained checkpoints (fewer: a ``note``; pruning keeps them,
-        :attr:`~seqlab.config.TrainConfig.checkpoints_kept`); keep the average as a new, best
-        checkpoint if it is better (:meth:`~seqlab.training.validation.Validator.compare_average`)."""
-        steps = ckpt.trained_steps(self.run_dir)[-n:]
-        if len(steps) < 2:
-            return {
-                "skipped": f"only {len(steps)} trained checkpoint(s) saved; validate or save "
-                "more often (train.eval_every, train.save_every)"
-            }
-        metrics, better = self.validator.compare_average(self.run_dir, steps, self.state.best)
-        if better:
-            # the recorded best is the kept checkpoint's value on the history's scale
-            self.state.best = float(metrics[self.select.metric]) if metrics else self.state.best
-            self.state.step += 1  # a new checkpoint name after the last real step
-            self.save_checkpoint(is_best=True, averaged_steps=steps)
-        kept = len(steps)
-        note = {"note": f"average of {kept}, not {n}: only {kept} trained checkpoints are there"}
-        return {"steps": steps, **(note if kept < n else {}), **metrics, "is_best": better}
+        """Average the last ``n`` trained checkpoints: :func:`average_last`."""
+        return average_last(self, n)
 
     def save_checkpoint(self, is_best: bool, averaged_steps: list[int] | None = None) -> None:
         """Save :attr:`state` as the checkpoint of the current step
@@ -434,9 +402,24 @@ class Trainer:
         state.finished = ""  # it goes on
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SeqlabError("train.device=cuda but no CUDA device is available; use cpu or auto")
-    return torch.device(name)
+def average_last(trainer: Trainer, n: int) -> dict[str, Any]:
+    """Average the last ``n`` trained checkpoints of ``trainer`` (fewer: a ``note``; pruning
+    keeps them, :attr:`~seqlab.config.TrainConfig.checkpoints_kept`); keep the average as a new,
+    best checkpoint if it is better (:meth:`~seqlab.training.validation.Validator.compare_average`)."""
+    steps = ckpt.trained_steps(trainer.run_dir)[-n:]
+    if len(steps) < 2:
+        return {
+            "skipped": f"only {len(steps)} trained checkpoint(s) saved; validate or save "
+            "more often (train.eval_every, train.save_every)"
+        }
+    metrics, better = trainer.validator.compare_average(trainer.run_dir, steps, trainer.state.best)
+    if better:
+        # the recorded best is the kept checkpoint's value on the history's scale
+        trainer.state.best = (
+            float(metrics[trainer.select.metric]) if metrics else trainer.state.best
+        )
+        trainer.state.step += 1  # a new checkpoint name after the last real step
+        trainer.save_checkpoint(is_best=True, averaged_steps=steps)
+    kept = len(steps)
+    note = {"note": f"average of {kept}, not {n}: only {kept} trained checkpoints are there"}
+    return {"steps": steps, **(note if kept < n else {}), **metrics, "is_best": better}

@@ -358,8 +358,8 @@ class ClipClassifier(Classifier):
         and the recording itself ``(N,)`` at :attr:`rate`."""
         wave, _ = self._wave(item)
         waves, lengths = pad_waves([wave])
-        feats, frames = self.model.features(waves, lengths)
-        return feats[0, : int(frames[0])].float(), wave
+        feats, frames = self.model.features(waves.to(self.device), lengths.to(self.device))
+        return feats[0, : int(frames[0])].float().cpu(), wave
 
     @torch.no_grad()
     def attention(self, item: Any) -> tuple[list[str], list[Tensor]]:
@@ -369,8 +369,8 @@ class ClipClassifier(Classifier):
         self._needs_attention()
         wave, name = self._wave(item)
         self._needs_speech(wave, name)
-        waves, lengths = pad_waves([wave])
-        with autocast(self.precision):
+        waves, lengths = (t.to(self.device) for t in pad_waves([wave]))  # (1, N), (1,)
+        with autocast(self.precision, self.device):
             weights = [w[0].float().cpu() for w in self.model.attention(waves, lengths)]
         grid = getattr(self.model, "patch_grid", None)
         if grid is not None:  # ViT: the class token, then its patches

@@ -317,6 +317,7 @@ class Classifier(Predictor):
         # the user's files: unknown tokens reported by line (file_examples); a split: own data
         with quiet_unknown(), own_data() if not files else contextlib.nullcontext():
             report = ClassificationReport(self.checkpoint, source, self.score(items, labels))
+        report.device = str(self.device)
         report.check_finite()
         if confusion_png:
             name = str(self.run.run_dir) if self.run is not None else self.cfg.model.arch

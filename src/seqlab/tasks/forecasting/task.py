@@ -355,7 +355,7 @@ class Forecaster(Predictor):
                 "season": season,
                 "steps": len(ts),
             }
-        report = ForecastReport(self.checkpoint, {"split": split}, scores)
+        report = ForecastReport(self.checkpoint, {"split": split}, scores, device=str(self.device))
         report.check_finite()
         if plot:
             with figure:

@@ -283,6 +283,7 @@ class LanguageModel(Predictor):
             corpus = load_corpus(self.cfg, self.tokenizer, self.vocab)
             scores = self._score(corpus.val if split == "val" else corpus.train)
             report = PerplexityReport(self.checkpoint, {"split": split}, scores)
+        report.device = str(self.device)
         report.check_finite()
         return report
 
@@ -352,7 +353,7 @@ class LanguageModel(Predictor):
         self.model.eval()
         try:
             while True:
-                with autocast(self.precision):  # each step, not across the yields
+                with autocast(self.precision, self.device):  # each step, not across the yields
                     token = next(steps, None)
                 if token is None:
                     return
@@ -425,7 +426,7 @@ class LanguageModel(Predictor):
 
     def _score(self, ids: Tensor) -> dict[str, float]:
         d = self.cfg.data
-        with autocast(self.precision):
+        with autocast(self.precision, self.device):
             m = evaluate_lm(self.model, ids, d.batch_size, d.num_steps)
         return {"loss": m["val_loss"], "perplexity": m["val_ppl"], "tokens": len(ids) - 1}
 

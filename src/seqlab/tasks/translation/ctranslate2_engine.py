@@ -34,6 +34,7 @@ from seqlab.export.ctranslate2 import (
     export_ctranslate2,
 )
 from seqlab.export.ctranslate2_engine import CTranslate2Engine
+from seqlab.runtime.device import model_device
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks.base import Run
 
@@ -71,13 +72,15 @@ class CTranslate2Search:
     def __init__(
         self, model: nn.Module, sizes: tuple[int, int], run: Run | None, quantize: str | None
     ) -> None:
-        check_compute_type(quantize)  # before any export
+        device = model_device(model).type  # CTranslate2 decodes where the model is
+        check_compute_type(quantize, device)  # before any export
         self.max_decode_len = getattr(model, "max_decode_len", None)
         self.engine: Any = CTranslate2Engine(
             cached_export(model, sizes, run),
             compute_type=quantize or "float32",
             threads=engine_threads(),
             workers=engine_workers(),
+            device=device,
         )
         self.workers = int(self.engine.workers)
 

@@ -85,7 +85,9 @@ def engine_decodes(engine: str, model: Any) -> bool:
     return ctranslate2_refusal(model) is None
 
 
-def check_engine(engine: str, quantize: str | None, model: Any, need_weights: bool = False) -> None:
+def check_engine(
+    engine: str, quantize: str | None, model: Any, need_weights: bool = False, device: str = "cpu"
+) -> None:
     """Refuse an engine setting before any work: the one place these rules are written (the
     command line, the Python API and the server go through it). ``model``: the run's
     ``cfg.model``.
@@ -105,7 +107,7 @@ def check_engine(engine: str, quantize: str | None, model: Any, need_weights: bo
                 "auto or seqlab), which decodes every model"
             )
         require_ctranslate2()
-        check_compute_type(quantize)
+        check_compute_type(quantize, device)  # on the device the model computes on
         if need_weights:
             raise SeqlabError(
                 "--attention-png needs --engine seqlab (CTranslate2 returns no attention)"

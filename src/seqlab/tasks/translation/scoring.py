@@ -258,6 +258,7 @@ class Scoring:
                 data.sources, data.references, chosen, engine=engine, quantize=quantize
             )
         report = data.report(self.checkpoint, scores, decode)
+        report.device = str(self.device)  # CTranslate2 decodes where the model is, too
         if output:
             with written:
                 atomic_write_text(output, "".join(o + "\n" for o in report.outputs))

@@ -166,11 +166,16 @@ class TranslationHandler(Handler):
             return SEQLAB, refusal  # a Transformer asked for by name is refused below
         if engine == AUTO:
             try:
-                check_engine(CTRANSLATE2, None, self.cfg.model)
+                check_engine(CTRANSLATE2, None, self.cfg.model, device=self.device)
             except SeqlabError as exc:  # not installed: seqlab's own search
                 return SEQLAB, str(exc)
-        check_engine(CTRANSLATE2, quantize, self.cfg.model)
+        check_engine(CTRANSLATE2, quantize, self.cfg.model, device=self.device)
         return CTRANSLATE2, None
+
+    @property
+    def device(self) -> str:
+        """Where the model computes (``cpu``, ``cuda``): CTranslate2 decodes there too."""
+        return self.predictor.device.type
 
     @property
     def engine(self) -> str:

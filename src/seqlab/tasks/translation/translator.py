@@ -148,7 +148,7 @@ class Translator(scoring.Scoring, Predictor):
                 "--ensemble decodes with seqlab (--engine seqlab) only: a CTranslate2 export "
                 "holds one model"
             )
-        check_engine(engine, quantize, self.cfg.model, need_weights)
+        check_engine(engine, quantize, self.cfg.model, need_weights, self.device.type)
         if need_weights and not self.has_attention:
             raise SeqlabError(
                 f"--attention-png: model.arch={self.cfg.model.arch} has no attention over the "
