@@ -4,6 +4,7 @@ Most tests use tiny models trained for a few seconds to reverse short sequences 
 models, varied output lengths); the exhaustive-search and length tests use untrained ones.
 """
 
+import copy
 import itertools
 import math
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from devices import DEVICES
 from precision_helpers import PRECISIONS, SCORE_TOL, assert_same_outputs, computing_in
 from seqlab.config import BahdanauConfig, Seq2SeqConfig, TransformerConfig
 from seqlab.data.translation_batching import BOS, EOS, PAD, Batch, pad_sequences
@@ -77,6 +79,11 @@ def test_set():
     return reverse_task(torch.Generator().manual_seed(1), 64)
 
 
+def on(device, model, batch):
+    """The trained model and the batch on ``device`` (a copy of the model: it is shared)."""
+    return copy.deepcopy(model).to(device), batch.to(device)
+
+
 # ------------------------------------------------------------------------------- trained models
 def test_trained_model_reverses_with_greedy_and_beam(trained, test_set):
     batch, expected = test_set
@@ -90,11 +97,12 @@ def sources_of(batch):
     return [batch.src[i, : int(n)].tolist() for i, n in enumerate(batch.src_lengths)]
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_beam_size_one_is_greedy(trained, test_set, precision):
+def test_beam_size_one_is_greedy(trained, test_set, precision, device):
     """Same batch, same shapes: beam 1 is greedy exactly, in bf16 as well."""
-    batch, _ = test_set
-    with computing_in(precision):
+    trained, batch = on(device, trained, test_set[0])
+    with computing_in(precision, device):
         greedy = greedy_search(trained, batch.src, batch.src_lengths)
         beam = beam_search(trained, batch.src, batch.src_lengths, beam_size=1, length_penalty=0.0)
     for g, (b,) in zip(greedy, beam, strict=True):
@@ -102,16 +110,17 @@ def test_beam_size_one_is_greedy(trained, test_set, precision):
         assert g.log_prob == pytest.approx(b.log_prob, abs=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_a_sentence_decodes_the_same_alone_in_a_batch_and_with_padding(
-    trained, test_set, search, precision
+    trained, test_set, search, precision, device
 ):
-    batch, _ = test_set
+    trained, batch = on(device, trained, test_set[0])
     alpha = None if search == "greedy" else 1.0
 
     def run(src, src_lengths):
-        with computing_in(precision):
+        with computing_in(precision, device):
             if search == "greedy":
                 return [[h] for h in greedy_search(trained, src, src_lengths)]
             return beam_search(trained, src, src_lengths, beam_size=3, nbest=3)
@@ -120,13 +129,16 @@ def test_a_sentence_decodes_the_same_alone_in_a_batch_and_with_padding(
         if precision == "fp32":
             assert [h.tokens for h in a] == [h.tokens for h in b]
         else:  # the best output, up to ties; the rest of an n-best list may reorder near-ties
-            assert_same_outputs(trained, [src_ids], [a[0].tokens], [b[0].tokens], precision, alpha)
+            assert_same_outputs(
+                trained, [src_ids], [a[0].tokens], [b[0].tokens], precision, alpha, device
+            )
         if [h.tokens for h in a] == [h.tokens for h in b]:
             tol = SCORE_TOL[precision]
             assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=tol)
 
     together = run(batch.src, batch.src_lengths)  # 64 sentences of different lengths
-    padded = run(torch.cat([batch.src, torch.full((64, 5), PAD)], dim=1), batch.src_lengths)
+    pads = torch.full((64, 5), PAD, device=batch.src.device)
+    padded = run(torch.cat([batch.src, pads], dim=1), batch.src_lengths)
     for i in (0, 17, 63):
         n = int(batch.src_lengths[i])
         (alone,) = run(batch.src[i : i + 1, :n], batch.src_lengths[i : i + 1])
@@ -134,14 +146,15 @@ def test_a_sentence_decodes_the_same_alone_in_a_batch_and_with_padding(
         same(alone, padded[i], batch.src[i, :n].tolist())
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_cached_search_equals_recomputing_the_prefix(trained, test_set, precision):
-    batch, _ = test_set
+def test_cached_search_equals_recomputing_the_prefix(trained, test_set, precision, device):
+    trained, batch = on(device, trained, test_set[0])
     src, src_lengths = batch.src[:16], batch.src_lengths[:16]
     attention = not isinstance(trained, Seq2Seq)
     tol = SCORE_TOL[precision]
     for search, kwargs in [(greedy_search, {}), (beam_search, {"beam_size": 4, "nbest": 4})]:
-        with computing_in(precision):
+        with computing_in(precision, device):
             cached = search(trained, src, src_lengths, need_weights=attention, **kwargs)
             recomputed = search(
                 trained, src, src_lengths, need_weights=attention, use_cache=False, **kwargs
@@ -149,7 +162,7 @@ def test_cached_search_equals_recomputing_the_prefix(trained, test_set, precisio
         alpha = 1.0 if kwargs else None
         best = [(a[0] if isinstance(a, list) else a).tokens for a in cached]
         best_r = [(b[0] if isinstance(b, list) else b).tokens for b in recomputed]
-        assert_same_outputs(trained, sources_of(batch)[:16], best, best_r, precision, alpha)
+        assert_same_outputs(trained, sources_of(batch)[:16], best, best_r, precision, alpha, device)
         for a, b in zip(cached, recomputed, strict=True):
             a, b = (a, b) if isinstance(a, list) else ([a], [b])
             if precision == "fp32":
