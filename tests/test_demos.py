@@ -307,3 +307,27 @@ def test_demo_never_deletes_a_users_folder(tmp_path, capsys):
     (mine / "thesis.tex").write_text("precious")
     fails(capsys, ["demo", "dates", "--out", tmp_path / "out"], mine, "nothing was deleted")
     assert (mine / "thesis.tex").read_text() == "precious"
+
+
+def test_the_dates_demo_runs_end_to_end_and_draws_its_heatmaps(tmp_path, capsys, monkeypatch):
+    """``make demo`` (``seqlab demo dates``) at a tiny budget: both models trained, evaluated,
+    their examples translated and drawn, as the full run does (a renamed API once broke it after
+    training, where no other test looked)."""
+    from seqlab.demos import dates
+
+    real = dates.load_config
+    tiny = ["data.num_examples=240", "data.val_examples=40", "train.epochs=1", "train.max_steps=3"]
+    monkeypatch.setattr(dates, "load_config", lambda name, over: real(name, [*over, *tiny]))
+    out = tmp_path / "demo"
+    assert main(["demo", "dates", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for name in dates.CONFIGS:
+        for number in range(1, len(dates.EXAMPLES) + 1):
+            assert (out / name / f"attention-{number:04d}.png").read_bytes()[:8] == PNG_MAGIC
+        assert f"    attention heatmaps: {out / name}/attention-*.png" in printed
+        assert f"    loss curves:        {out / name / 'curves.png'}" in printed
+        assert re.search(
+            rf"^{name} translates [\d.]+% of \d+ held-out dates exactly", printed, re.M
+        )
+    assert "an attentive RNN and a Transformer both learn to write dates in ISO 8601: " in printed
+    assert "numbers from: " in printed and not long_floats(printed)

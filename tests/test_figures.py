@@ -219,3 +219,21 @@ def test_translation_heatmaps_say_which_attention(tiny_runs, drawn, tmp_path, ru
     ax, bar = drawn[-2].axes  # (training a tiny run on first use draws its curves first)
     assert ax.get_title() == f"9 may 1998\n{which}"
     assert bar.get_ylabel() == "attention weight"
+
+
+def test_a_log_axis_under_two_decades_is_ticked_in_plain_numbers(drawn, tmp_path):
+    """Less than two decades on a log y axis (the KV-cache timing of tutorial 10): ticks at
+    1, 2 and 5 times the powers of ten, written as numbers, and no minor labels (matplotlib's
+    own would label every minor tick ``6×10^2`` in mathtext)."""
+    x = torch.tensor([16.0, 32.0, 64.0, 128.0, 256.0])
+    plotting.plot_lines(x, {"a": x * 1.5, "b": x * 2.8}, tmp_path / "a.png", logx=True, logy=True)
+    ax = drawn[-1].axes[0]
+    lo, hi = ax.get_ylim()
+    shown = {
+        v: t.get_text()
+        for v, t in zip(ax.get_yticks(), ax.get_yticklabels(), strict=True)
+        if lo <= v <= hi
+    }
+    assert set(shown) == {50.0, 100.0, 200.0, 500.0}, shown
+    assert all(float(text.replace(",", "")) == v for v, text in shown.items()), shown
+    assert not [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()]

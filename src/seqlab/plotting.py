@@ -218,7 +218,8 @@ def plot_lines(
 ) -> Path:
     """Line plot of several named curves over ``x``, optionally with scattered points
     (``logx``: logarithmic x axis, each value marked and, up to 12 of them, ticked;
-    ``logy``: logarithmic y axis, for curves that span decades), named reference lines
+    ``logy``: logarithmic y axis, for curves that span decades; under two decades ticked at
+    1, 2 and 5 times the powers of ten, in plain numbers), named reference lines
     (:func:`reference_lines`) and the y axis starting at ``ymin`` (an error from 0).
 
     Shape:
@@ -235,6 +236,11 @@ def plot_lines(
             ax.xaxis.set_minor_locator(ticker.NullLocator())
     if logy:
         ax.set_yscale("log")
+        values = [float(v) for y in series.values() for v in y.detach().flatten().tolist() if v > 0]
+        if values and max(values) / min(values) < 100:  # under two decades: 1-2-5 ticks, plain
+            ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,g}"))
+            ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     if points is not None:
         px, py = (p.detach().cpu().numpy() for p in points)
         ax.plot(px, py, "o", alpha=0.5, markersize=4, label="samples")

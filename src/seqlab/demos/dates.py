@@ -21,6 +21,7 @@ from seqlab.experiment import train
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks import artefacts, load
 from seqlab.tasks.translation import load_pairs
+from seqlab.tasks.translation.figures import draw_alignment
 
 CONFIGS = {"bahdanau": "dates-bahdanau", "transformer": "dates-transformer"}
 EXAMPLES = [
@@ -62,7 +63,9 @@ def run_dates_demo(out_dir: str | Path, threads: int = 0, log=print) -> dict[str
         shown = model.hypotheses(EXAMPLES, need_weights=True)
         # the heatmaps `seqlab translate --attention-png` draws: attention-0001.png, ...
         pngs = [
-            model.draw_alignment(run_dir, number, text, best)
+            draw_alignment(
+                run_dir, number, model.sentence(text), best, model.vocabs, model.alignment_name
+            )
             for number, (text, (best,)) in enumerate(zip(EXAMPLES, shown, strict=True), start=1)
         ]
         results[name] = {
