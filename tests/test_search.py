@@ -80,7 +80,10 @@ def test_set():
 
 
 def on(device, model, batch):
-    """The trained model and the batch on ``device`` (a copy of the model: it is shared)."""
+    """The trained model and the batch on ``device`` (elsewhere than the CPU a copy of the model:
+    the fixture is shared, and ``Module.to`` moves it in place)."""
+    if torch.device(device).type == "cpu":
+        return model, batch
     return copy.deepcopy(model).to(device), batch.to(device)
 
 
