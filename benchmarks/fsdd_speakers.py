@@ -72,19 +72,25 @@ def scores(model: Any, temperature: float) -> dict[str, Any]:
     }
 
 
-def fold(config: str, test: str, overrides: list[str], root: Path, refit: bool) -> dict:
+def fold(
+    config: str, test: str, overrides: list[str], root: Path, refit: bool, done: dict | None
+) -> dict:
     """Train on four speakers, choose the checkpoint and the temperature on the fifth, score
     the sixth. ``refit``: then train the same recipe again, for as many epochs, on all five
     (the validation speaker too; 5 % of their clips validate, unused) and score its last
-    checkpoint with the first run's temperature."""
+    checkpoint with the first run's temperature. ``done``: this fold's row of an earlier
+    results file whose run is in ``root`` (``--reuse``): its first run is not trained again."""
     val = ORDER[(ORDER.index(test) + 1) % len(ORDER)]
     cfg = load_config(config, [*overrides, f"data.test_speaker={test}", f"data.val_speaker={val}"])
     run = root / f"{cfg.name}-{test}"
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        summary = train(cfg, run)
-    seconds = time.perf_counter() - start
+    if done is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            summary = train(cfg, run)
+    else:
+        summary = {"best": done["val_acc"], "precision": done["precision"]}
+    seconds = time.perf_counter() - start if done is None else done["train_seconds"]
     model = load(run)
     t = float(model.model.temperature)  # calibration.json: chosen on the validation speaker
     row = {"test_speaker": test, "val_speaker": val, "val_acc": summary["best"]}
@@ -154,16 +160,30 @@ def main() -> int:
         action="store_true",
         help="after each fold's choices, train again on all five training speakers",
     )
+    parser.add_argument(
+        "--reuse",
+        metavar="NAME",
+        help="with --runs: the folds of results file NAME whose runs are in RUNS are not "
+        "trained again (their validation scores and seconds are read from it); for --refit",
+    )
     args = parser.parse_args()
     if args.choose:
         return choose(args.choose)
+    done: dict[str, dict] = {}
+    if args.reuse:
+        if args.runs is None:
+            parser.error("--reuse needs --runs (the directory that holds its runs)")
+        earlier = json.loads((RESULTS / f"fsdd_speakers-{args.reuse}.json").read_text())
+        if earlier["overrides"] != args.set or earlier["config"] != args.config:
+            parser.error(f"--reuse {args.reuse}: its config and --set differ from these")
+        done = {r["test_speaker"]: r for r in earlier["folds"]}
     folds = [s.strip() for s in args.folds.split(",") if s.strip()]
     unknown = sorted(set(folds) - set(ORDER))
     if unknown:
         parser.error(f"--folds: {', '.join(unknown)} not among {', '.join(ORDER)}")
     with tempfile.TemporaryDirectory() as tmp:
         root = args.runs or Path(tmp)
-        rows = [fold(args.config, speaker, args.set, root, args.refit) for speaker in folds]
+        rows = [fold(args.config, s, args.set, root, args.refit, done.get(s)) for s in folds]
     tests = [r["test_acc"] for r in rows]
     vals = [r["val_acc"] for r in rows]
     worst = min(rows, key=lambda r: r["test_acc"])

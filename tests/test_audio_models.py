@@ -9,10 +9,11 @@ import torch
 
 from precision_helpers import PRECISIONS, assert_close_in, computing_in
 from seqlab.config import config_from_dict, load_config, save_config
-from seqlab.config.audio import BODIES, AudioClassifierConfig
+from seqlab.config.audio import BODIES, AudioClassifierConfig, SpectrogramCNNConfig
 from seqlab.errors import ConfigError
 from seqlab.models import build_model
 from seqlab.models.audio import AudioClassifier
+from seqlab.models.cnn_spectrogram import SpectrogramCNN
 from seqlab.models.cnn_text import CNNTextClassifier, CNNTextConfig
 from seqlab.models.vit import VisionTransformer, ViTConfig, attention_rollout
 from seqlab.nn.audio import FeatureNorm, LogMel, feature_stats
@@ -23,6 +24,7 @@ SMALL = {"d_model": 16, "num_heads": 2, "num_layers": 2, "d_ff": 32, "dropout": 
 #: one small configuration of each body
 BODY = {
     "cnn_text": {"arch": "cnn_text", "embed_dim": 12, "channels": 8, "dropout": 0.0},
+    "cnn_spectrogram": {"arch": "cnn_spectrogram", "widths": [4, 8], "dropout": 0.0},
     "rnn_classifier": {"arch": "rnn_classifier", "embed_dim": 12, "hidden_size": 8, "dropout": 0.0},
     "gru_last": {
         "arch": "rnn_classifier",
@@ -156,7 +158,7 @@ def test_attention_over_frames_and_over_patches():
     grid = weights[0][2, :, :, 1:].reshape(2, 9, 2, 4)  # (h, queries, rows, columns)
     assert grid[..., 1:].abs().max() == 0 and grid[..., 0].abs().max() > 0
     assert attention_rollout(weights).shape == (3, 8)
-    for body in ("cnn_text", "rnn_classifier"):
+    for body in ("cnn_text", "cnn_spectrogram", "rnn_classifier"):
         model = audio_model(body).eval()
         assert not model.has_attention and model.attention(waves, lengths) == []
 
@@ -187,7 +189,44 @@ def test_the_cnn_reads_zeros_past_each_clips_frames():
     torch.testing.assert_close(model(frames[1:, :2], lengths[1:]), model(frames, lengths)[1:])
 
 
-@pytest.mark.parametrize("body", ["cnn_text", "rnn_classifier", "transformer_cls", "vit"])
+def test_the_spectrogram_cnn_reads_zeros_past_each_clips_frames():
+    """Whatever lies past a clip's frames never reaches its logits, at odd lengths too (the
+    pools round up), and a clip shorter than a pool window still gets logits."""
+    torch.manual_seed(0)
+    cfg = SpectrogramCNNConfig(widths=[4, 6, 8], dropout=0.0)
+    model = SpectrogramCNN(10, 3, cfg).eval()
+    frames = torch.randn(3, 13, 10)
+    lengths = torch.tensor([13, 5, 1])
+    junk = frames.clone()
+    junk[1, 5:] = 50.0
+    junk[2, 1:] = -50.0
+    torch.testing.assert_close(model(junk, lengths), model(frames, lengths))
+    for i, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(
+            model(frames[i : i + 1, :n], lengths[i : i + 1]), model(frames, lengths)[i : i + 1]
+        )
+    assert not torch.allclose(model(junk)[1], model(frames)[1])  # without lengths, they count
+
+
+def test_the_spectrogram_cnn_slides_along_the_mel_axis():
+    """A pattern moved up the mel axis by one pool's worth of channels meets the same filters:
+    the last block's map moves with it (what a 1-D CNN over frames, whose filters read every
+    channel at its place, cannot do)."""
+    torch.manual_seed(0)
+    model = SpectrogramCNN(16, 3, SpectrogramCNNConfig(widths=[4], dropout=0.0)).eval()
+    frames = torch.zeros(1, 8, 16)
+    frames[0, 2:6, 3:6] = torch.randn(4, 3)
+    moved = torch.roll(frames, 4, dims=2)  # 4 channels up: two 2x2 pool cells
+    seen = []
+    hook = model.pool.register_forward_hook(lambda m, args, out: seen.append(out))
+    model(frames), model(moved)
+    hook.remove()
+    torch.testing.assert_close(seen[1][..., 2:, :], seen[0][..., :-2, :])
+
+
+@pytest.mark.parametrize(
+    "body", ["cnn_text", "cnn_spectrogram", "rnn_classifier", "transformer_cls", "vit"]
+)
 def test_the_config_round_trips_through_yaml(tmp_path, body):
     raw = {
         "data": {"dataset": "fsdd"},

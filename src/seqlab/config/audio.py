@@ -18,13 +18,28 @@ from seqlab.config.models import (
     TransformerClassifierConfig,
     ViTConfig,
 )
-from seqlab.config.sections import ModelConfigBase, NonNegative, Positive, Strict
+from seqlab.config.sections import ModelConfigBase, NonNegative, Positive, Probability, Strict
+
+
+class SpectrogramCNNConfig(ModelConfigBase):
+    """A 2-D CNN over the log-mel spectrogram, a body only the audio front end feeds
+    (:mod:`seqlab.models.cnn_spectrogram`): blocks of two 3×3 convolutions with batch norm and a
+    2×2 max-pool, the maximum over time, the head (Sainath & Parada 2015)."""
+
+    arch: Literal["cnn_spectrogram"] = "cnn_spectrogram"
+    task: ClassVar[str] = "audio_classification"
+    widths: Annotated[list[Positive], Field(min_length=1, max_length=6)] = Field(
+        [16, 32, 64], description="channels of each block (two 3×3 convolutions, a 2×2 pool)"
+    )
+    dropout: Probability = 0.3
+
 
 #: the classifiers the front end feeds (``model.body.arch``)
-BODIES = ("cnn_text", "rnn_classifier", "transformer_classifier", "vit")
+BODIES = ("cnn_text", "cnn_spectrogram", "rnn_classifier", "transformer_classifier", "vit")
 #: their config classes
 BODY_CONFIGS: dict[str, type[ModelConfigBase]] = {
     "cnn_text": CNNTextConfig,
+    "cnn_spectrogram": SpectrogramCNNConfig,
     "rnn_classifier": RNNClassifierConfig,
     "transformer_classifier": TransformerClassifierConfig,
     "vit": ViTConfig,

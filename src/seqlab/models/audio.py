@@ -11,6 +11,8 @@ replaces their embedding table):
 
 - ``rnn_classifier``: a (bidirectional) LSTM/GRU over the frames, packed by length;
 - ``cnn_text``: convolutions over time, max-pooled over each clip's own frames;
+- ``cnn_spectrogram``: a 2-D CNN over the log-mel image (:mod:`seqlab.models.cnn_spectrogram`),
+  whose filters slide along the mel axis too; a body of the front end's own, built here;
 - ``transformer_classifier``: the Transformer encoder over the frames, padded frames masked as
   keys; its attention is over frames, as it is over words (``pooling: cls`` reads a learned
   first frame);
@@ -38,7 +40,8 @@ from torch import Tensor, nn
 
 from seqlab import catalog
 from seqlab.catalog import ModelSpec, Sizes, register_model
-from seqlab.config.audio import AudioClassifierConfig, AudioFeatures
+from seqlab.config.audio import AudioClassifierConfig, AudioFeatures, SpectrogramCNNConfig
+from seqlab.models.cnn_spectrogram import SpectrogramCNN
 from seqlab.nn import audio_augment as aug
 from seqlab.nn.audio import FeatureNorm, LogMel, SpecAugment
 
@@ -116,7 +119,11 @@ class AudioClassifier(nn.Module):
             input_dim=n_mels,
             input_frames=cfg.max_frames if vit else None,
         )
-        self.body = catalog.model(self.arch).build(cfg.body, sizes)  # type: ignore[union-attr]
+        self.body: nn.Module
+        if isinstance(cfg.body, SpectrogramCNNConfig):  # a body of the front end's own
+            self.body = SpectrogramCNN(n_mels, num_classes, cfg.body)
+        else:
+            self.body = catalog.model(self.arch).build(cfg.body, sizes)  # type: ignore[union-attr]
         #: whether :meth:`attention` gives weights
         self.has_attention = self.arch in ATTENTION_BODIES
         #: vit: the patches' grid, (rows over the mel channels, columns over time)
