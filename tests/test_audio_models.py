@@ -189,7 +189,8 @@ def test_the_cnn_reads_zeros_past_each_clips_frames():
     torch.testing.assert_close(model(frames[1:, :2], lengths[1:]), model(frames, lengths)[1:])
 
 
-def test_the_spectrogram_cnn_reads_zeros_past_each_clips_frames():
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_the_spectrogram_cnn_reads_zeros_past_each_clips_frames(precision):
     """Whatever lies past a clip's frames never reaches its logits, at odd lengths too (the
     pools round up), and a clip shorter than a pool window still gets logits."""
     torch.manual_seed(0)
@@ -200,12 +201,13 @@ def test_the_spectrogram_cnn_reads_zeros_past_each_clips_frames():
     junk = frames.clone()
     junk[1, 5:] = 50.0
     junk[2, 1:] = -50.0
-    torch.testing.assert_close(model(junk, lengths), model(frames, lengths))
-    for i, n in enumerate(lengths.tolist()):
-        torch.testing.assert_close(
-            model(frames[i : i + 1, :n], lengths[i : i + 1]), model(frames, lengths)[i : i + 1]
-        )
-    assert not torch.allclose(model(junk)[1], model(frames)[1])  # without lengths, they count
+    with computing_in(precision):
+        batch = model(frames, lengths)
+        assert torch.equal(model(junk, lengths), batch)  # the same kernels, the same zeros
+        alone = [model(frames[i : i + 1, :n], lengths[i : i + 1]) for i, n in enumerate([13, 5, 1])]
+        unmasked = model(junk)[1], model(frames)[1]
+    assert_close_in(precision, batch, torch.cat(alone))
+    assert not torch.allclose(*unmasked)  # without lengths, they count
 
 
 def test_the_spectrogram_cnn_slides_along_the_mel_axis():
@@ -248,6 +250,11 @@ def test_the_config_round_trips_through_yaml(tmp_path, body):
         ({"arch": "vit", "preset": "tiny", "image_size": 28}, "leave image_size out"),
         ({"arch": "vit", "preset": "tiny", "patch_size": 6}, "patch_size=6 does not divide"),
         ({"arch": "transformer_classifier", "d_model": -1}, "model.body.d_model"),
+        (
+            {"arch": "cnn_spectrogram", "widths": []},
+            "model.body.widths: List should have at least 1",
+        ),
+        ({"arch": "cnn_spectrogram", "channels": 4}, "model.body.channels: unknown key"),
     ],
 )
 def test_a_wrong_body_is_refused_naming_the_key(body, needle):
