@@ -20,10 +20,14 @@ threads — CTranslate2's ``inter_threads`` × ``intra_threads``): every layout 
 best is kept and named, and the cold runs use it.
 
 - **warm**: the Python API in a fresh process (``Translator.hypotheses``), one warm-up pass over
-  the first 256 sentences, then the best of ``--repeats`` timed passes over all of them;
+  the first 256 sentences, then one timed pass over all of them; best of ``--repeats`` such
+  processes;
 - **cold**: ``seqlab translate --run RUN --input FILE ...`` as a user runs it, the process's whole
   wall time (Python start, imports, loading, the export cache already written, decoding,
   printing), best of ``--repeats``; ``startup`` is the same command on one sentence.
+
+The engines take turns: each repeat times every engine and layout once, one after another, so
+that a machine whose speed drifts over minutes (a shared host) handicaps none of them alone.
 
 Reported: seconds, sentences/s, BLEU of the output (sacreBLEU against the references, the same
 for every repeat of the validation set) and every engine's speed over CTranslate2 fp32's. Goals
@@ -180,33 +184,46 @@ def main() -> None:
         one.write_text(sources[0] + "\n", encoding="utf-8")
         for search in args.searches.split(","):
             beam = SEARCHES[search]
+            # the engines take turns within each repeat, so that a machine whose speed drifts
+            # over minutes (a shared host) slows none of them alone; each keeps its best
+            tried: dict[str, dict[str, dict]] = {engine: {} for engine in engines}
+            for _ in range(args.repeats):
+                for engine in engines:
+                    for layout in layouts(args.threads):
+                        name = f"{layout[0]}x{layout[1] // layout[0]}"
+                        found = measure_warm(args.run, flags(engine, beam, layout), input_file, 1)
+                        print(
+                            f"{search:6s} {engine:11s} warm {layout[0]} worker(s) x "
+                            f"{layout[1] // layout[0]} thread(s): {found['seconds']:.2f} s",
+                            flush=True,
+                        )
+                        if found["seconds"] < tried[engine].get(name, {}).get("seconds", 1e99):
+                            tried[engine][name] = found
+            chosen = {e: min(tried[e], key=lambda k: tried[e][k]["seconds"]) for e in engines}
+            best = {
+                e: flags(e, beam, (int(chosen[e].split("x")[0]), args.threads)) for e in engines
+            }
+            cold: dict[str, dict] = {}
+            startup: dict[str, dict] = {}
+            for _ in range(args.repeats):
+                for engine in engines:
+                    for timings, file in ((cold, input_file), (startup, one)):
+                        found = measure_cold(args.run, best[engine], file, 1)
+                        if found["seconds"] < timings.get(engine, {}).get("seconds", 1e99):
+                            timings[engine] = found
             for engine in engines:
-                tried = {}
-                for layout in layouts(args.threads):
-                    found = measure_warm(
-                        args.run, flags(engine, beam, layout), input_file, args.repeats
-                    )
-                    tried[f"{layout[0]}x{layout[1] // layout[0]}"] = found
-                    print(
-                        f"{search:6s} {engine:11s} warm {layout[0]} worker(s) x "
-                        f"{layout[1] // layout[0]} thread(s): {found['seconds']:.2f} s",
-                        flush=True,
-                    )
-                name = min(tried, key=lambda k: tried[k]["seconds"])
-                workers = int(name.split("x")[0])
-                best = flags(engine, beam, (workers, args.threads))
-                cold = measure_cold(args.run, best, input_file, args.repeats)
-                startup = measure_cold(args.run, best, one, args.repeats)
+                name, workers = chosen[engine], int(chosen[engine].split("x")[0])
+                warm_best = tried[engine][name]
                 results.setdefault(search, {})[engine] = {
                     "layout": f"{workers} worker(s) x {args.threads // workers} thread(s)",
-                    "flags": " ".join(best),
-                    "warm_by_layout_s": {k: v["seconds"] for k, v in tried.items()},
-                    "warm_s": tried[name]["seconds"],
-                    "cold_s": cold["seconds"],
-                    "startup_s": startup["seconds"],
-                    "sentences_per_s_warm": len(sources) / tried[name]["seconds"],
-                    "bleu": bleu(tried[name]["outputs"], references),
-                    "cold_outputs_equal_warm": cold["outputs"] == tried[name]["outputs"],
+                    "flags": " ".join(best[engine]),
+                    "warm_by_layout_s": {k: v["seconds"] for k, v in tried[engine].items()},
+                    "warm_s": warm_best["seconds"],
+                    "cold_s": cold[engine]["seconds"],
+                    "startup_s": startup[engine]["seconds"],
+                    "sentences_per_s_warm": len(sources) / warm_best["seconds"],
+                    "bleu": bleu(warm_best["outputs"], references),
+                    "cold_outputs_equal_warm": cold[engine]["outputs"] == warm_best["outputs"],
                 }
                 r = results[search][engine]
                 print(

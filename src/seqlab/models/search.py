@@ -22,8 +22,9 @@ are never chosen: they are removed from the model's distribution (their logits s
 the softmax), so the remaining probabilities are renormalised, as CTranslate2 does.
 
 **Beam search** (as fairseq): each step scores all K·V extensions of the K live beams per
-sentence and takes the best 2K. An ``<eos>`` among the best K closes a hypothesis, the K best that
-do not end stay live. A sentence is done when it has K finished hypotheses or reaches its length
+sentence and takes the best 2K (in two stages over groups of tokens, exact:
+:mod:`seqlab.models.vocab_select`). An ``<eos>`` among the best K closes a hypothesis, the K
+best that do not end stay live. A sentence is done when it has K finished hypotheses or reaches its length
 limit; its ``nbest`` best are returned, sorted by score. The score is the length-normalised
 log-probability ``log p(y | x) / |y|^α``, where |y| counts the tokens and ``<eos>`` and α is
 ``length_penalty`` (α = 0: raw log-probability; α = 1: per-token average, the default). This
@@ -44,11 +45,10 @@ from torch import Tensor
 
 from seqlab.deprecation import renamed_kwargs
 from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.models.vocab_select import best_extensions, best_tokens, group_max, log_normaliser
 from seqlab.tokens import BOS, EOS, PAD
 
 _NEVER_OUTPUT = [PAD, BOS]  # tokens no hypothesis may contain
-#: |logit| below which exp needs no shift: exp(60) · 10⁸ tokens stays far below fp32's maximum
-_EXP_SAFE = 60.0
 
 
 @dataclass
@@ -130,21 +130,6 @@ def _predict(
     return logits, state, attn
 
 
-def _log_normaliser(logits: Tensor) -> Tensor:
-    """log Σ_v exp(logits_v) of every row (the normaliser of the log-softmax), in few vectorised
-    passes: faster on a CPU than ``log_softmax`` over a whole vocabulary, of which the searches
-    need only a few entries. Rows whose largest logit is within ±:data:`_EXP_SAFE` need no
-    shift before ``exp`` (no overflow, and the largest term no underflow), which saves a pass.
-
-    Shape:
-        logits ``(R, V)`` -> ``(R, 1)``.
-    """
-    top = logits.amax(dim=-1, keepdim=True)  # (R, 1)
-    if bool(top.abs().max() < _EXP_SAFE):
-        return logits.exp().sum(dim=-1, keepdim=True).log_()  # (R, 1)
-    return (logits - top).exp_().sum(dim=-1, keepdim=True).log_().add_(top)  # (R, 1)
-
-
 def token_log_probs(logits: Tensor, targets: Tensor) -> Tensor:
     """The log-probability of each of ``targets`` in the distribution the searches choose from
     (``<pad>`` and ``<bos>`` removed, the rest renormalised): over a hypothesis's tokens and its
@@ -209,10 +194,11 @@ def greedy_search(
                 model, memory, state, prefix, use_cache, need_weights
             )  # (R, V)
             # log p(best) = logit - logsumexp: no full (R, V) log-probabilities needed
-            log_norm = _log_normaliser(logits)  # (R, 1)
-            best = logits.argmax(dim=-1)  # (R,)
-            best = best.masked_fill((limits[sent] <= t) | ~alive, EOS)  # (R,)
-            log_prob += (logits.gather(1, best[:, None]) - log_norm).squeeze(1)  # (R,)
+            best, top, _ = best_tokens(logits)  # (R, 1) each
+            forced = ((limits[sent] <= t) | ~alive)[:, None]  # (R, 1): only <eos> may follow
+            chosen = top if not forced.any() else torch.where(forced, logits[:, EOS, None], top)
+            log_prob += (chosen - log_normaliser(logits, top)).squeeze(1)  # (R,)
+            best = best.squeeze(1).masked_fill(forced.squeeze(1), EOS)  # (R,)
             prefix = torch.cat([prefix, best[:, None]], dim=1)  # (R, 2 + t)
             history = _append_attention(history, attn) if need_weights else None
             ended = alive & (best == EOS)  # (R,)
@@ -291,28 +277,31 @@ def beam_search(
         history: Tensor | None = None  # (B·K, t, S)
         done = torch.zeros(num, dtype=torch.bool, device=device)  # (B,)
         finished: list[list[Hypothesis]] = [[] for _ in range(num)]
+        scratch: Tensor | None = None  # room for exp(logits) of the largest step
         for t in range(int(limits.max()) + 1):
-            n = sent.shape[0]
             logits, state, attn = _predict(model, memory, state, prefix, use_cache, need_weights)
-            if t == 0:  # the K beams start alike: one row per sentence decoded, then K
-                expand = torch.arange(num, device=device).repeat_interleave(k)  # (B·K,)
-                logits, prefix = logits[expand], prefix[expand]  # (B·K, V), (B·K, 1)
-                attn = None if attn is None else attn[expand]  # (B·K, S)
-                memory = model.expand_memory(memory, num, k)  # the Transformer: not copied
-                state = model.reorder_state(state, expand) if use_cache else None
-            vocab = logits.shape[-1]
-            # the score of every extension, log p(prefix) + log p(token | prefix), in place
-            offset = scores.view(-1, 1) - _log_normaliser(logits)  # (B·K, 1)
-            candidates = logits.add_(offset).view(n, k, vocab)  # (B, K, V)
+            per_block = 1 if t == 0 else k  # rows per sentence: the K beams start alike
+            maxima = group_max(logits)  # (R, G)
+            if scratch is None or scratch.numel() < logits.numel():
+                scratch = torch.empty(num * k * logits.shape[1], device=device)
+            exps = scratch[: logits.numel()].view_as(logits)  # (R, V): logits stay
+            top = maxima.amax(dim=1, keepdim=True)  # (R, 1)
+            # log p(prefix) + log p(token | prefix) = logit + offset, one offset per row
+            offsets = scores[:, :per_block].reshape(-1, 1) - log_normaliser(logits, top, exps)
             at_limit = limits[sent] <= t  # (B,)
             if at_limit.any():  # only <eos> may follow
-                not_eos = torch.arange(vocab, device=device) != EOS  # (V,)
-                candidates.masked_fill_(at_limit[:, None, None] & not_eos, -math.inf)
-            candidates = candidates.view(n, k * vocab)  # (B, K·V)
-            width = min(2 * k, k * vocab)
-            top_scores, top_ids = candidates.topk(width, dim=1)  # (B, 2K), best first
-            top_rows = torch.arange(n, device=device)[:, None] * k + top_ids // vocab  # (B, 2K)
-            top_tokens = top_ids % vocab  # (B, 2K)
+                stop = at_limit.repeat_interleave(per_block).nonzero().squeeze(1)  # (R',)
+                eos = logits[stop, EOS]  # (R',)
+                logits[stop] = -math.inf
+                logits[stop, EOS] = eos
+                maxima[stop] = group_max(logits[stop])
+            # the best 2K extensions of each sentence, over its rows × V (vocab_select: exact)
+            top_scores, top_rows, top_tokens = best_extensions(
+                logits, offsets, maxima, per_block, 2 * k
+            )  # (B, 2K) each, best first; rows of this step's batch
+            width = top_scores.shape[1]
+            if t == 0:
+                memory = model.expand_memory(memory, num, k)  # the Transformer: not copied
             is_eos = top_tokens == EOS  # (B, 2K)
             history = _append_attention(history, attn) if need_weights else None
 
