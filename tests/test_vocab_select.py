@@ -63,3 +63,22 @@ def test_best_extensions_equal_topk_over_each_sentences_rows_and_tokens(vocab, p
         chosen = zip(rows[b].tolist(), tokens[b].tolist(), finite[b].tolist(), strict=True)
         pairs = {(r, v) for r, v, f in chosen if f}
         assert len(pairs) == int(finite[b].sum())
+
+
+@pytest.mark.parametrize("per_block", [1, 5])
+def test_scores_from_bf16_with_many_equal_values_choose_the_same_values(per_block):
+    """A model computing in bf16 (forced, or native on a CPU with AVX512_BF16/AMX) gives logits
+    on bf16's coarse grid, where equal scores are common: the values chosen still equal topk's,
+    and the token chosen greedily is still argmax's."""
+    blocks, k, vocab = 3, 10, 8000
+    logits = _logits(blocks * per_block, vocab, seed=3).bfloat16().float()  # the search's .float()
+    assert logits[0, 2:].unique().numel() < vocab // 4  # many ties
+    tokens, _, _ = best_tokens(logits)
+    assert torch.equal(tokens.squeeze(1), logits.argmax(dim=1))
+    offsets = (torch.randn(blocks * per_block, 1) * 3).bfloat16().float()
+    scores, rows, chosen = best_extensions(logits, offsets, group_max(logits), per_block, k)
+    full = (logits + offsets).view(blocks, per_block * vocab)
+    torch.testing.assert_close(scores, full.topk(k, dim=1).values, rtol=0, atol=0)
+    torch.testing.assert_close(
+        logits[rows, chosen] + offsets.squeeze(1)[rows], scores, rtol=0, atol=0
+    )

@@ -24,12 +24,13 @@ the softmax), so the remaining probabilities are renormalised, as CTranslate2 do
 **Beam search** (as fairseq): each step scores all K·V extensions of the K live beams per
 sentence and takes the best 2K (in two stages over groups of tokens, exact:
 :mod:`seqlab.models.vocab_select`). An ``<eos>`` among the best K closes a hypothesis, the K
-best that do not end stay live. A sentence is done when it has K finished hypotheses or reaches its length
-limit; its ``nbest`` best are returned, sorted by score. The score is the length-normalised
-log-probability ``log p(y | x) / |y|^α``, where |y| counts the tokens and ``<eos>`` and α is
-``length_penalty`` (α = 0: raw log-probability; α = 1: per-token average, the default). This
-simple form (fairseq's) is used rather than GNMT's ((5 + |y|) / 6)^α: for α = 1 it is just the
-mean log-probability, easy to read. With K = 1 beam search makes exactly the greedy choices.
+best that do not end stay live. A sentence is done when it has K finished hypotheses or reaches
+its length limit; its ``nbest`` best are returned, sorted by score. The score is the
+length-normalised log-probability ``log p(y | x) / |y|^α``, where |y| counts the tokens and
+``<eos>`` and α is ``length_penalty`` (α = 0: raw log-probability; α = 1: per-token average,
+the default). This simple form (fairseq's) is used rather than GNMT's ((5 + |y|) / 6)^α: for
+α = 1 it is just the mean log-probability, easy to read. With K = 1 beam search makes exactly
+the greedy choices.
 """
 
 from __future__ import annotations
@@ -345,6 +346,7 @@ def beam_search(
                 rows, tokens, scores = rows[live], tokens[live], scores[live]  # (B', K)
                 sent, done = sent[live], done[live]  # (B',)
                 memory = model.reorder_memory(memory, (live[:, None] * k + beams).view(-1))
+            # at t = 0 these index the B-row batch: the K beams of each sentence arise here
             rows = rows.view(-1)  # (B·K,)
             prefix = torch.cat([prefix[rows], tokens.view(-1, 1)], dim=1)  # (B·K, 2 + t)
             history = None if history is None else history[rows]  # (B·K, t + 1, S)
