@@ -38,6 +38,10 @@ BENCHMARKS = [
         "Multi30k en→de decoding: seqlab vs CTranslate2 fp32 and int8, greedy and beam 5",
         ["translation_decoding.py"],
     ),
+    (
+        "The searches' token choice: torch.topk / max against the two-stage selection, vs amax",
+        ["vocab_select.py"],
+    ),
     ("Every seqlab demo's wall time against the 2-minute goal", ["demo_times.py"]),
 ]
 

@@ -2,10 +2,9 @@
 
 Each decoding step of a search scores R rows over V tokens (a few thousand: 640 × 8,000 for 128
 sentences in a beam of 5) and needs only the best few per row or per sentence, and the
-log-normaliser of each row. ``torch.topk`` and ``torch.max(dim=...)`` over such rows cost 5–7×
-one pass of ``amax`` on a CPU (each row is copied and partially sorted; 14.5 and 16.7 against
-2.6 ms for 640 × 8,000 scores on one core of an Intel Xeon), so the best are found in two
-stages:
+log-normaliser of each row. ``torch.topk`` and ``torch.max(dim=...)`` over such rows cost 4–10×
+one pass of ``amax`` on a CPU (each row is copied and partially sorted; 640 × 8,000 scores on one
+core of an Intel Xeon, ``benchmarks/vocab_select.py``), so the best are found in two stages:
 
 1. the largest score of each group of :data:`GROUP` consecutive tokens, one vectorised pass;
 2. the best k groups (a top-k over R × V / 64 maxima), then the best k among their k · 64 tokens.
