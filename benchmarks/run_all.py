@@ -39,8 +39,16 @@ BENCHMARKS = [
         ["translation_decoding.py"],
     ),
     (
+        "Page faults of a beam-5 decoding pass, with and without seqlab's process settings",
+        ["page_faults.py"],
+    ),
+    (
         "The searches' token choice: torch.topk / max against the two-stage selection, vs amax",
         ["vocab_select.py"],
+    ),
+    (
+        "One decoding step's attention scores: q K^T against K q^T on the cache's layout",
+        ["decode_attention.py"],
     ),
     ("Every seqlab demo's wall time against the 2-minute goal", ["demo_times.py"]),
 ]

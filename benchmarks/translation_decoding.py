@@ -19,9 +19,10 @@ gets the layout of the machine's cores that is fastest for it among those seqlab
 threads — CTranslate2's ``inter_threads`` × ``intra_threads``): every layout is timed warm, the
 best is kept and named, and the cold runs use it.
 
-- **warm**: the Python API in a fresh process (``Translator.hypotheses``), one warm-up pass over
-  the first 256 sentences, then one timed pass over all of them; best of ``--repeats`` such
-  processes;
+- **warm**: the Python API in a fresh process set up as ``seqlab`` sets up its own (huge pages,
+  freed memory kept: ``seqlab.runtime.allocator``; the CLI's threads and workers), one warm-up
+  pass over the first 256 sentences, then one timed pass over all of them
+  (``Translator.hypotheses``); best of ``--repeats`` such processes;
 - **cold**: ``seqlab translate --run RUN --input FILE ...`` as a user runs it, the process's whole
   wall time (Python start, imports, loading, the export cache already written, decoding,
   printing), best of ``--repeats``; ``startup`` is the same command on one sentence.
@@ -89,6 +90,10 @@ def flags(engine: str, beam: int, layout: tuple[int, int]) -> list[str]:
 def warm(spec: dict) -> dict:
     """In a fresh process: the engine's layout as the CLI sets it, the run loaded, one warm-up
     pass, then the best of ``repeats`` timed passes (what ``--warm`` prints)."""
+    from seqlab.runtime.allocator import keep_freed_memory, use_huge_pages
+
+    use_huge_pages()  # as seqlab.cli.main, before the first tensor
+    keep_freed_memory()
     import torch
 
     from seqlab.cli import build_parser

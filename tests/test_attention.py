@@ -141,8 +141,8 @@ def test_fused_and_explicit_dot_product_attention_agree(kind, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["none", "padding", "causal_padding"])
 def test_single_query_decoding_path_matches_the_reference(kind, device):
-    """One query (a decoding step) takes the explicit K·qᵀ path on CPU (PyTorch's fused kernel
-    on CUDA); outputs as the textbook."""
+    """One query (a decoding step) takes the explicit path (q Kᵀ, then the weights times V) on
+    CPU (PyTorch's fused kernel on CUDA); outputs as the textbook."""
     q, k, v = _on(
         device, torch.randn(B, H, 1, D), torch.randn(B, H, TK, D), torch.randn(B, H, TK, 5)
     )

@@ -25,7 +25,7 @@ from seqlab.atomic import WRITE_ERRNOS
 from seqlab.cli import data, demo, export, infer, serve, tools, train
 from seqlab.cli.common import Parser
 from seqlab.errors import SeqlabError, TrainingInterrupted
-from seqlab.runtime.allocator import use_huge_pages
+from seqlab.runtime.allocator import keep_freed_memory, use_huge_pages
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,6 +146,7 @@ def _not_override(arg: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     use_huge_pages()  # before any command allocates a tensor (seqlab.runtime.allocator)
+    keep_freed_memory()  # large freed buffers reused, not returned to the system and faulted in
     for stream in (sys.stdout, sys.stderr):  # lines reach a file or pipe as they are written
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(line_buffering=True)
