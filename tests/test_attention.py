@@ -156,6 +156,24 @@ def test_single_query_decoding_path_matches_the_reference(kind, device):
     torch.testing.assert_close(out, fused, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("cached", [6, 20])
+def test_single_query_over_the_decoders_cache_matches_the_reference(precision, cached):
+    """A decoding step as the search runs it: one query per row and head against the cache's
+    time-major storage viewed as ``(B, h, Tk, d_k)`` (past the 16 positions where PyTorch's
+    batched products change kernels on some CPUs), q, k, v in the step's precision (bf16 forced
+    too): the textbook's output, to bf16's rounding."""
+    storage = torch.randn(2, cached, B, H, D)  # (K|V, Tk, B, h, d_k), as seqlab.nn.kv_cache
+    k, v = storage.permute(0, 2, 3, 1, 4).unbind(0)  # (B, h, Tk, d_k) views, not contiguous
+    q = torch.randn(B, H, 1, D)
+    mask = padding_mask(torch.tensor([cached, cached - 3, 1]), cached)[:, None]  # (B, 1, 1, Tk)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    out, _ = scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask)
+    assert out.dtype == dtype and out.shape == (B, H, 1, D)
+    expected = _reference_attention(*(x.to(dtype).float() for x in (q, k, v)), mask)
+    assert_close_in(precision, out, expected)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_path_gradient_is_finite_with_fully_masked_rows(device):
     q = torch.randn(B, H, TQ, D, device=device, requires_grad=True)

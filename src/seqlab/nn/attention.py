@@ -196,7 +196,7 @@ def scaled_dot_product_attention(
             )  # (..., Tq, d_v)
         return out.masked_fill(~any_key, 0.0), None
     # q Kᵀ also for one query: PyTorch's batched K qᵀ (Tk × 1 results) became 7× slower from
-    # Tk = 16 on on a 2-core Intel Xeon (MKL), q Kᵀ did not (benchmarks/decode_attention.py)
+    # Tk = 16 on a 2-core Intel Xeon (MKL), q Kᵀ did not (benchmarks/decode_attention.py)
     scores = query @ key.transpose(-2, -1)  # (..., Tq, Tk)
     scores = scores / math.sqrt(query.shape[-1])
     if bias is not None:

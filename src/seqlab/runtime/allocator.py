@@ -21,8 +21,8 @@ operating system (blocks over its mmap threshold are unmapped when freed, and fr
 top of the heap is trimmed), so the next step's tensors of the same sizes fault in anew. A beam-5
 decoding pass over 512 sentences on one thread (``benchmarks/page_faults.py``; 2-core Intel Xeon,
 fp32): 272,328 minor faults and 0.70 s in the kernel, 9.30 s in all; with huge pages 36,572 and
-0.32 s (9.02 s); with huge pages and freed memory kept 2,821 and 0.10 s (7.74 s).
-Raising both thresholds (``mallopt``: ``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``) keeps such blocks in the
+0.32 s (9.02 s); with huge pages and freed memory kept 2,821 and 0.10 s (7.74 s). Raising both
+thresholds (``mallopt``: ``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``) keeps such blocks in the
 process's heap, reused from one step to the next, as PyTorch's CUDA allocator keeps device
 memory: the process holds its peak memory instead of returning it between steps. glibc only
 (elsewhere nothing changes); a user's own malloc settings (``MALLOC_MMAP_THRESHOLD_``,
@@ -33,7 +33,6 @@ it; a program using the library may call it itself.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 #: the variable PyTorch's CPU allocator reads
@@ -62,9 +61,9 @@ def keep_freed_memory() -> bool:
     tunables = os.environ.get("GLIBC_TUNABLES", "")
     if any(name in os.environ for name in _USER_SETTINGS) or "glibc.malloc." in tunables:
         return False
-    if os.name != "posix" or not (ctypes.util.find_library("c") or "").startswith("libc.so"):
+    if os.name != "posix":
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc = ctypes.CDLL(None)  # the C library the process already runs on (no search for it)
     if not hasattr(libc, "gnu_get_libc_version"):  # mallopt is glibc's (musl's does nothing)
         return False
     return bool(
