@@ -12,12 +12,17 @@ export SEQLAB_DATA_DIR ?= $(SHARED_DATA)
 endif
 export PYTHONHASHSEED := 0
 
-.PHONY: install test check format demo bench docs figures lab clean
+.PHONY: install fonts test check format demo bench docs figures lab clean
 
 install: $(STAMP)
 
+# A CJK font for Chinese text in figures (fonts-wqy-microhei, when root with apt-get; else a note).
+fonts:
+	@bash .ci/fonts.sh
+
 # torch==2.13.0 goes in first and alone: any other torch request would pull CUDA wheels.
 $(STAMP): pyproject.toml
+	@bash .ci/fonts.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0

@@ -5,6 +5,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 
 import pytest
 import yaml
@@ -89,3 +90,12 @@ def test_a_read_only_run_directory_is_one_line(runs, tmp_path, capsys, monkeypat
     err = fails(capsys, ["train", cfg, "--out", run], "Read-only file system", "metrics.jsonl")
     assert "no checkpoint was saved" in err
     assert not list(RunDir(run).checkpoints.glob(".step-*"))
+
+
+def test_a_checkpoint_folder_has_the_usual_mode_not_mkdtemps(tmp_path):
+    """A run shared with or served by another account can be read: the checkpoint folder gets
+    mkdir's mode (0o777 less the umask), as every run file gets open's."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder = ckpt.begin_checkpoint(tmp_path, 7)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~umask

@@ -304,3 +304,16 @@ def test_a_relative_data_path_is_stored_absolute(runs, tmp_path, monkeypatch, ca
     monkeypatch.chdir(tmp_path)  # elsewhere: evaluate and resume still find the data
     assert main(["evaluate", "--run", "work/run", "--split", "val", "--json"]) == 0
     assert main(["train", "--resume", "work/run", "train.max_steps=6"]) == 0
+
+
+def test_a_relative_config_path_not_found_says_what_it_was_read_from(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as exc:
+        load_config("configs/dates-transformer.yaml")
+    assert str(exc.value) == (
+        f"config file not found: configs/dates-transformer.yaml (a relative path is read from "
+        f"the working directory, {tmp_path}; seqlab ships a config of that name: give it as "
+        "dates-transformer, from any folder)"
+    )
+    with pytest.raises(ConfigError, match=r"not found: mine/x.yaml \(a relative path is read"):
+        load_config("mine/x.yaml")

@@ -42,6 +42,17 @@ def test_auto_is_the_default_and_means_the_cpu_without_a_gpu(monkeypatch):
         ("cuda", "train.device=cuda, but PyTorch sees no CUDA device; use cpu or auto"),
         ("cuda:1", "train.device=cuda:1, but PyTorch sees no CUDA device; use cpu or auto"),
         ("gpu", "train.device must be one of auto, cpu, cuda or cuda:N, got 'gpu'"),
+        (0, "train.device=cuda:0, but PyTorch sees no CUDA device; use cpu or auto"),
+        (
+            1.5,
+            "train.device must be one of auto, cpu, cuda, cuda:N or a GPU's number N, got 1.5 "
+            "(float)",
+        ),
+        (
+            True,
+            "train.device must be one of auto, cpu, cuda, cuda:N or a GPU's number N, got True "
+            "(bool)",
+        ),
     ],
 )
 def test_a_device_that_is_not_here_is_refused_naming_the_setting(name, said):
@@ -93,6 +104,8 @@ def test_asking_for_a_gpu_that_is_not_here_says_so_in_every_caller(gpu_trained_r
     said = "device=cuda, but PyTorch sees no CUDA device; use cpu or auto"
     with pytest.raises(ConfigError, match=said):
         seqlab.load(run_dir, device="cuda")
+    with pytest.raises(ConfigError, match="device=cuda:0, but PyTorch sees no CUDA device"):
+        seqlab.load(run_dir, device=0)  # PyTorch's own spelling of cuda:0
     assert main(["evaluate", "--run", str(run_dir), "--device", "cuda"]) != 0
     assert said in capsys.readouterr().err
     from seqlab.serve.app import load_models  # deferred: the server's packages

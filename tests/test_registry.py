@@ -21,6 +21,7 @@ def test_every_dataset_has_url_checksum_licence():
         "ag_news",
         "mnist",
         "sunspots",
+        "cmn-eng",
     }
     for ds in registry.DATASETS.values():
         assert ds.licence and ds.files

@@ -328,11 +328,25 @@ def test_the_page_and_the_api_schema(api):
     assert api.get("/docs").status_code == 200
 
 
+def test_head_answers_wherever_get_does_with_the_same_headers_and_no_body(api):
+    for path in ("/", "/health", "/models", "/static/app.js", "/panels/translation.js"):
+        got, head = api.get(path), api.head(path)
+        assert head.status_code == got.status_code == 200, path
+        assert head.headers["content-type"] == got.headers["content-type"], path
+        assert head.content == b"", path
+    assert "head" not in api.get("/openapi.json").json()["paths"]["/health"]
+
+
 # ------------------------------------------------------------------------------ bad input
 def test_bad_requests_are_json_errors_naming_the_problem(api):
     cases = [
         ("/translate", {"model": "nope", "text": "x"}, 404, "no model named 'nope'"),
-        ("/translate", {"text": "x"}, 404, "name the model: this server holds 3 translation"),
+        (
+            "/translate",
+            {"text": "x"},
+            422,
+            "model: required, since this server holds 3 translation models (",
+        ),
         ("/translate", {"model": "lm", "text": "x"}, 422, "use POST /generate"),
         ("/generate", {"model": "mt"}, 422, "use POST /translate"),
         ("/translate", {"model": "mt", "text": ""}, 422, "text is empty"),

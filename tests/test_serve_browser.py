@@ -11,6 +11,13 @@ tests are skipped with the command that installs them. ``SEQLAB_SERVE_SCREENSHOT
 also writes the translation's screenshot there (the README's picture), and
 ``SEQLAB_SERVE_RUN=RUN_DIR`` serves that run instead of the tiny translation one.
 
+Chinese: a sentence typed in traditional characters into a zh→en run (tiny, trained on
+``$SEQLAB_DATA_DIR/cmn-eng/cmn-eng.zip``; skipped without it), its source tokens on the page the
+simplified ones the API read, drawn in a CJK font, and the normalisation's warning shown.
+``SEQLAB_SERVE_ZH_RUN=RUN_DIR`` serves that run instead of the tiny one (no data needed), and
+``SEQLAB_SERVE_SCREENSHOT_ZH=docs/serve-zh.png`` writes its screenshot there (the docs' picture:
+``SEQLAB_SERVE_ZH_RUN=runs/tutorials/cmn-eng-zh-en-transformer``).
+
 Audio: a WAV file uploaded, and a recording from a second Chromium whose microphone plays a WAV
 file (Chromium's fake capture device). ``SEQLAB_SERVE_AUDIO_RUN=RUN_DIR`` with
 ``SEQLAB_AUDIO_WAV=FILE.wav`` records that file for that run instead of a tone for the tiny one,
@@ -19,10 +26,12 @@ there (the docs' picture).
 """
 
 import base64
+import contextlib
 import io
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -35,7 +44,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tiny_runs import tone
+from tiny_runs import CMN_ENG_ZIP, tone
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -95,11 +104,10 @@ SERVED = {
 GIVEN = {"dates": "SEQLAB_SERVE_RUN", "audio": "SEQLAB_SERVE_AUDIO_RUN"}
 
 
-@pytest.fixture(scope="module")
-def server(tiny_runs, tmp_path_factory):
-    given = {name: os.environ[var] for name, var in GIVEN.items() if os.environ.get(var)}
-    runs = {name: given.get(name) or str(tiny_runs[run]) for name, run in SERVED.items()}
-    tmp_path = tmp_path_factory.mktemp("server")
+@contextlib.contextmanager
+def _serving(runs: dict[str, str], tmp_path: Path):
+    """``seqlab serve NAME=RUN...`` on a free port, its URL while it runs (its log in
+    ``tmp_path/server.log``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -123,6 +131,14 @@ def server(tiny_runs, tmp_path_factory):
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_runs, tmp_path_factory):
+    given = {name: os.environ[var] for name, var in GIVEN.items() if os.environ.get(var)}
+    runs = {name: given.get(name) or str(tiny_runs[run]) for name, run in SERVED.items()}
+    with _serving(runs, tmp_path_factory.mktemp("server")) as url:
+        yield url
 
 
 def test_translate_and_explore_attention_in_chromium(server, tmp_path):
@@ -268,6 +284,118 @@ def _type(driver, field, text):
     box = driver.find_element(By.ID, field)
     box.clear()
     box.send_keys(text)
+
+
+#: typed in traditional characters; the zh→en run reads it as simplified (data.normalize)
+TRADITIONAL = "我愛機器學習。"
+SIMPLIFIED = "我爱机器学习。"
+
+
+@pytest.fixture(scope="module")
+def zh_server(tiny_runs, tmp_path_factory):
+    """A server of two translation runs, the tiny dates one first (the page opens on it) and a
+    zh→en one: ``$SEQLAB_SERVE_ZH_RUN``, else the tiny one of tiny_runs.py (cmn-eng data)."""
+    run = os.environ.get("SEQLAB_SERVE_ZH_RUN")
+    if not run:
+        if not CMN_ENG_ZIP.is_file():
+            pytest.skip(f"no {CMN_ENG_ZIP} (cmn-eng/ in $SEQLAB_DATA_DIR)")
+        run = str(tiny_runs["zh-en"])
+    with _serving({"dates": str(tiny_runs["mt"]), "zh": run}, tmp_path_factory.mktemp("zh")) as url:
+        yield url
+
+
+def _cjk_families() -> set[str]:
+    """The font families fontconfig lists for Chinese (what Chromium on Linux falls back on)."""
+    try:
+        listed = subprocess.run(
+            ["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except OSError:
+        return set()
+    return {name.strip() for line in listed.splitlines() for name in line.split(",") if name}
+
+
+def _drawn_in(driver, selector: str) -> list[set[str]]:
+    """For each element matching ``selector``, the font families Chromium drew its text in
+    (DevTools' CSS.getPlatformFontsForNode: the fonts that gave its glyphs)."""
+    driver.execute_cdp_cmd("DOM.enable", {})
+    driver.execute_cdp_cmd("CSS.enable", {})
+    root = driver.execute_cdp_cmd("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    found = driver.execute_cdp_cmd("DOM.querySelectorAll", {"nodeId": root, "selector": selector})
+    return [
+        {
+            f["familyName"]
+            for f in driver.execute_cdp_cmd("CSS.getPlatformFontsForNode", {"nodeId": n})["fonts"]
+        }
+        for n in found["nodeIds"]
+    ]
+
+
+def test_translate_chinese_typed_in_traditional_characters_in_chromium(zh_server, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    driver = _browser(tmp_path / "profile")
+    try:
+        wait = _open(driver, zh_server, "zh")
+        assert "zh→en" in driver.find_element(By.ID, "model-info").text
+        _type(driver, "source", TRADITIONAL)
+        driver.find_element(By.ID, "translate").click()
+        status = driver.find_element(By.ID, "status")
+        wait.until(lambda d: status.text.startswith("translated"))
+        body = {"model": "zh", "text": [TRADITIONAL], "attention": True}  # what the page sends
+        answer = _post(zh_server + "/translate", body)
+        (translation,) = answer["translations"]
+        detail = translation["detail"]
+
+        # what the encoder read, as the API says: simplified characters, no escapes
+        read = detail["source_tokens"]
+        unknown = " ".join(w for w in answer["warnings"] if "not in the model's vocabulary" in w)
+        for char in SIMPLIFIED.rstrip("。"):  # each one read, or named as not in the vocabulary
+            assert any(char in t for t in read) or f"'{char}'" in unknown, (char, read)
+        assert not set("愛機學習") & set("".join(read)), read
+        assert not [t for t in read if re.search(r"\\[uUx]|&#|<0x", t)], read
+
+        # the page shows the same tokens: the cross-attention's keys and the encoder's own
+        svg = driver.find_element(By.ID, "att-lines")
+        assert Select(driver.find_element(By.ID, "att-kind")).first_selected_option.text == "cross"
+        keys = lambda: [k.text for k in svg.find_elements(By.CSS_SELECTOR, "text.key")]  # noqa: E731
+        assert keys() == read
+        Select(driver.find_element(By.ID, "att-kind")).select_by_visible_text("encoder")
+        queries = [q.text for q in svg.find_elements(By.CSS_SELECTOR, "text.query")]
+        assert queries == keys() == read
+        Select(driver.find_element(By.ID, "att-kind")).select_by_visible_text("cross")
+        shown = [t.text for t in driver.find_elements(By.CSS_SELECTOR, ".tokens.output .tok")]
+        assert shown == detail["target_tokens"]
+
+        # the normalisation (and any unknown character) named under the translation
+        notes = [n.text for n in driver.find_elements(By.CSS_SELECTOR, "#output .note")]
+        assert notes == answer["notes"] + answer["warnings"]
+        assert answer["warnings"][0].startswith(
+            "text 1: normalised (data.normalize=simplified): '愛' -> '爱', '機' -> '机'"
+        )
+
+        # hovering an output token keeps its lines (the screenshot shows them)
+        ActionChains(driver).move_to_element(
+            svg.find_elements(By.CSS_SELECTOR, "text.query")[0]
+        ).perform()
+        wait.until(lambda d: int(svg.get_attribute("data-highlighted") or 0) > 0)
+        shot = tmp_path / "serve-zh.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+        if os.environ.get("SEQLAB_SERVE_SCREENSHOT_ZH"):
+            shutil.copyfile(shot, os.environ["SEQLAB_SERVE_SCREENSHOT_ZH"])
+        _no_severe_errors(driver)
+
+        # drawn as characters, not boxes: each Chinese label's glyphs came from a CJK font
+        families = _cjk_families()
+        if not families:
+            pytest.skip("no CJK font to draw Chinese with: apt-get install fonts-wqy-microhei")
+        chinese = [i for i, t in enumerate(read) if re.search("[\u4e00-\u9fff]", t)]
+        drawn = _drawn_in(driver, "#att-lines text.key")
+        assert chinese and all(drawn[i] & families for i in chinese), [drawn[i] for i in chinese]
+    finally:
+        driver.quit()
 
 
 def test_classify_texts_in_chromium(server, tmp_path):

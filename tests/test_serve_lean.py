@@ -89,7 +89,7 @@ CASES = [
     ("/translate", {"json": {"model": "rnn", "text": "a", "beam": "2"}}, 422),
     ("/translate", {"json": {"model": "rnn", "text": "a", "beam": 0}}, 422),
     ("/translate", {"json": {"model": "nope", "text": "a"}}, 404),
-    ("/translate", {"json": {"text": "a"}}, 404),  # two translation models: name one
+    ("/translate", {"json": {"text": "a"}}, 422),  # two translation models: name one
     ("/translate", {"json": {"model": "cls", "text": "a"}}, 422),
     ("/translate", {"json": {"model": "mt", "text": ""}}, 422),
     ("/translate", {"json": {"model": "mt", "text": "a\rb"}}, 422),

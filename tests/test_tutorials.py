@@ -45,6 +45,7 @@ TOPICS = [
     "09-positional-encoding",
     "10-transformer",
     "10b-translation-real-sentences",
+    "10c-chinese-english",
     "11-classification",
     "12-vision-transformer",
     "13-serving",
@@ -226,6 +227,44 @@ def test_a_page_run_takes_its_seed_from_one_variable(monkeypatch, tmp_path):
     assert "seed 7" in done.stdout
     for page in (TUTORIALS / "07-attention.md", TUTORIALS / "10-transformer.md"):
         assert 'f"train.seed={seed()}"' in page.read_text(encoding="utf-8"), page.name
+
+
+def test_trained_reuses_a_finished_run_and_refuses_what_is_not_one(monkeypatch, tmp_path, capsys):
+    """``trained`` (page 10c's long recipes): a finished run of the same config is reused, even
+    trained on other threads; one of another config is refused, never deleted; an unfinished one
+    is trained anew; a folder that is not a seqlab run is refused, nothing deleted."""
+    import seqlab.experiment
+    from seqlab.storage.rundir import RunDir
+
+    monkeypatch.setenv(notebook.RUNS, str(tmp_path))
+    tiny = ["data.num_examples=120", "data.val_examples=8", "train.max_steps=2"]
+    tiny += ["train.eval_every=2", "model.d_model=16", "model.d_ff=32", "train.average_last=2"]
+    calls = []
+    real_train = seqlab.experiment.train
+    monkeypatch.setattr(
+        seqlab.experiment, "train", lambda cfg, path: calls.append(path) or real_train(cfg, path)
+    )
+    run = notebook.trained("dates-transformer", [*tiny, "train.threads=1"], "dates")
+    assert run == tmp_path / "dates" and notebook.finished_run(run) and len(calls) == 1
+    assert notebook.trained("dates-transformer", [*tiny, "train.threads=2"], "dates") == run
+    assert (
+        len(calls) == 1 and "a finished run of dates-transformer, reused" in capsys.readouterr().out
+    )
+    with pytest.raises(ConfigError, match=r"another config \(train.lr=0.004 \(asked 0.002\)\)"):
+        notebook.trained("dates-transformer", [*tiny, "train.lr=0.002"], "dates")
+    assert notebook.finished_run(run) and len(calls) == 1  # a finished run is never deleted
+    metrics = RunDir(run).metrics_path  # as if stopped before its end: trained again
+    kept = [line for line in metrics.read_text().splitlines() if '"kind": "end"' not in line]
+    metrics.write_text("".join(f"{line}\n" for line in kept))
+    assert not notebook.finished_run(run)
+    notebook.trained("dates-transformer", [*tiny, "train.lr=0.002"], "dates")
+    assert len(calls) == 2 and "did not finish" in capsys.readouterr().out
+    assert notebook.finished_run(run)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match=r"mine exists and is not a seqlab run"):
+        notebook.trained("dates-transformer", tiny, "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me" and len(calls) == 2
 
 
 def test_formulas_become_mathml_outside_code_only():

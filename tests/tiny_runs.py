@@ -2,13 +2,16 @@
 tests generate: written dates, a short text, labelled phrases, synthetic images, a sine wave).
 
 ``TinyRuns(root)[name]`` trains run ``name`` once into ``root/name`` and returns its path; the
-``tiny_runs`` fixture (conftest.py) keeps one per test session.
+``tiny_runs`` fixture (conftest.py) keeps one per test session. One run reads a dataset the
+tests do not make: ``zh-en`` (:func:`zh_en_raw`) trains on Tatoeba's cmn-eng pairs, found at
+:data:`CMN_ENG_ZIP`; its tests skip where that file is missing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,8 @@ POS = ["a great film", "truly wonderful acting", "great fun", "a wonderful story
 NEG = ["a dull film", "truly awful acting", "boring mess", "an awful story", "hated it"]
 STEPS = {"max_steps": 4, "eval_every": 4, "threads": 1, "log_every": 1000}
 DATES = {"dataset": "dates", "tokenizer": "char", "num_examples": 200, "val_examples": 8}
+#: Tatoeba's Chinese–English pairs, where the ``zh-en`` run reads them
+CMN_ENG_ZIP = Path(os.environ.get("SEQLAB_DATA_DIR", "/nonexistent")) / "cmn-eng" / "cmn-eng.zip"
 
 
 def lm_raw(corpus: Any, **train_keys: Any) -> dict[str, Any]:
@@ -54,6 +59,34 @@ def dates_raw(arch: str, **model: Any) -> dict[str, Any]:
 def mt_raw(arch: str = "bahdanau") -> dict[str, Any]:
     """:func:`dates_raw` with an 8-wide embedding and 16 hidden units whatever ``arch``."""
     return dates_raw(arch, embed_dim=8, hidden_size=16)
+
+
+def zh_en_raw() -> dict[str, Any]:
+    """A raw config: a 1+1-layer, 16-wide zh→en Transformer on the first 600 cmn-eng pairs
+    (``data.normalize: simplified``, a character model of 400 pieces each side), 3 steps."""
+    return {
+        "data": {
+            "dataset": "cmn-eng",
+            "src_lang": "zh",
+            "tgt_lang": "en",
+            "tokenizer": "subword",
+            "normalize": "simplified",
+            "subword": {"joint": False, "model_type": "char", "vocab_size": 400},
+            "num_examples": 600,
+            "val_examples": 20,
+            "max_len": 24,
+        },
+        "model": {
+            "arch": "transformer",
+            "d_model": 16,
+            "num_heads": 2,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "d_ff": 32,
+            "max_len": 32,
+        },
+        "train": {"max_steps": 3, "eval_every": 3, "threads": 1, "log_every": 1000},
+    }
 
 
 def _transformer_dates() -> dict[str, Any]:
@@ -222,6 +255,8 @@ def _configs(root: Path) -> dict[str, dict[str, Any]]:
             },
             "train": {"max_steps": 10, "eval_every": 10, "lr": 0.01, "threads": 1},
         },
+        # Chinese→English on cmn-eng (needs CMN_ENG_ZIP): traditional input read as simplified
+        "zh-en": zh_en_raw(),
         "fc-val": {
             "data": {
                 "dataset": "sine",

@@ -8,8 +8,9 @@ them. Neither ``make docs`` nor the tests run it.
    (``docs/tutorials/figures/``): every page at the full budget, on one thread
    (``docs/_hooks/notebooks.py``), which draws its diagrams again the same way;
 2. the serving page (``docs/serve.png``): the browser test against the demo's Transformer
-   (``make demo`` first); its audio panel recording a digit (``docs/serve-audio.png``) when
-   ``runs/fsdd-transformer`` exists;
+   (``make demo`` first); a Chinese sentence translated by tutorial 10c's zh→en Transformer
+   (``docs/serve-zh.png``) when its run exists; its audio panel recording a digit
+   (``docs/serve-audio.png``) when ``runs/fsdd-transformer`` exists;
 3. the Multi30k curves (``docs/multi30k-bleu.png``, ``docs/multi30k-tiny-bleu.png``): ``seqlab
    curves`` over the runs of the Results page, only when ``runs/`` holds them (they take hours to
    train; the script names the missing runs and leaves those figures alone);
@@ -99,6 +100,15 @@ def serve() -> None:
         sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "tests/test_serve_browser.py",
         env={"SEQLAB_SERVE_RUN": "runs/demo/transformer", "SEQLAB_SERVE_SCREENSHOT": "docs/serve.png"},
     )  # fmt: skip
+    chinese = "runs/tutorials/cmn-eng-zh-en-transformer"  # 我愛機器學習。 typed in (page 10c's run)
+    if (ROOT / chinese / "run.json").is_file():
+        run(
+            sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "tests/test_serve_browser.py",
+            "-k", "chinese",
+            env={"SEQLAB_SERVE_ZH_RUN": chinese, "SEQLAB_SERVE_SCREENSHOT_ZH": "docs/serve-zh.png"},
+        )  # fmt: skip
+    else:
+        print(f"docs/serve-zh.png: left as it is; train {chinese} first (tutorial 10c)")
     audio = "runs/fsdd-transformer"  # the audio panel, recording a real digit (needs FSDD)
     if not (ROOT / audio).is_dir():
         print(

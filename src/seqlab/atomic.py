@@ -87,6 +87,15 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
         raise
 
 
+def temporary_folder(parent: str | Path, prefix: str, suffix: str = "") -> Path:
+    """A new folder in ``parent`` to write into before it is renamed into place, with the
+    usual mode (``0o777`` less the umask, as ``mkdir`` gives; ``mkdtemp`` makes ``0o700``, so
+    a run shared with or served by another account could not be read)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    os.chmod(path, 0o777 & ~_UMASK)
+    return path
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     with atomic_open(path, "wb") as fh:
         fh.write(data)

@@ -1,7 +1,8 @@
 """Plots written as PNG files: one attention heatmap for every kind of attention, and line plots.
 
 Uses matplotlib's non-interactive Agg backend; every file is written atomically (a temporary file
-in the same folder, then ``os.replace``), so a reader never sees a half-written image.
+in the same folder, then ``os.replace``), so a reader never sees a half-written image. Chinese,
+Japanese and Korean text is drawn in an installed CJK font (:func:`seqlab.fonts.use_cjk_fonts`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
 from seqlab.atomic import atomic_open  # noqa: E402
+from seqlab.fonts import MissingGlyphWarning, use_cjk_fonts  # noqa: E402, F401 (exported)
 
 #: while drawing: no LaTeX runs whatever the user's matplotlibrc says, and the tick labels
 #: matplotlib makes while drawing are mathtext (a log axis's ``$\mathdefault{10^{2}}$``)
@@ -68,10 +70,12 @@ def literal_user_text(fig: Figure) -> None:
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     """Write ``fig`` as a PNG at ``path`` atomically and close it; user text is drawn as
-    written, matplotlib's own tick labels as math (:func:`literal_user_text`)."""
+    written, matplotlib's own tick labels as math (:func:`literal_user_text`), CJK characters in
+    an installed CJK font (:func:`~seqlab.fonts.use_cjk_fonts`: else a MissingGlyphWarning)."""
     path = Path(path)
     try:
         literal_user_text(fig)
+        use_cjk_fonts(fig)
         with matplotlib.rc_context(DRAWING), atomic_open(path, "wb") as fh:
             fig.savefig(fh, format="png", dpi=dpi, bbox_inches="tight")
     finally:
@@ -139,6 +143,7 @@ def attention_figure(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    use_cjk_fonts(fig)  # tokens in Chinese: glyphs from a CJK font, not boxes
     return fig
 
 
@@ -296,8 +301,6 @@ def plot_curves(records: Sequence[dict], path: str | Path, perplexity: bool = Tr
     """Training curves from ``metrics.jsonl`` records: loss, train and validation, beside
     perplexity (``perplexity=True``: the loss is a per-token cross-entropy; on a log axis once
     it spans a decade) or the validation metrics other than the loss."""
-    import math
-
     train = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval" and "val_loss" in r]
     fig, (ax_loss, ax_right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -396,8 +399,6 @@ def plot_rollout(image: Tensor, share: Tensor, path: str | Path, title: str = ""
     Shape:
         image ``(C, H, W)`` in [0, 1]; share ``(N,)`` over a square grid of N patches.
     """
-    import math
-
     grid = math.isqrt(share.numel())
     if grid * grid != share.numel():
         raise ValueError(f"{share.numel()} patch values do not form a square grid")

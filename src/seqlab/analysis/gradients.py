@@ -156,6 +156,8 @@ def plot_gradient_norms(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from seqlab.fonts import use_cjk_fonts
+
     fig, ax = plt.subplots(figsize=(7, 4.5))
     linestyles = ("-", "--", "-.", ":")  # lines that overlap (lstm, peephole_lstm) stay visible
     for i, (cell, norms) in enumerate(results.items()):
@@ -178,6 +180,7 @@ def plot_gradient_norms(
     )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(title="cell")
+    use_cjk_fonts(fig)  # a title in Chinese: its glyphs, not boxes (before the layout measures)
     fig.tight_layout()
     with atomic_open(path, "wb") as fh:
         fig.savefig(fh, format="png", dpi=120)

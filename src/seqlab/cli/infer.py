@@ -223,7 +223,7 @@ def print_figures(args: argparse.Namespace, model: Predictor, figures: list[Path
 def cmd_evaluate(args: argparse.Namespace) -> int:
     model = load_run(args)
     report = model.evaluate(args.split, evaluated_files(args, model), **call_options(args, model))
-    print(json.dumps(report.to_json()) if args.json else report.format())
+    print(json.dumps(report.to_json(), ensure_ascii=False) if args.json else report.format())
     return 0
 
 
@@ -296,7 +296,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     model = load_run(args)
     out = model.predict(args.input, **call_options(args, model))
     print_figures(args, model, out.figures)
-    print(json.dumps(out.to_json()) if args.json else out.format())
+    print(json.dumps(out.to_json(), ensure_ascii=False) if args.json else out.format())
     return 0
 
 
@@ -314,7 +314,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not items:
         raise SeqlabError("give inputs: as arguments, with --input FILE, or on standard input")
     out = model.predict(items, **call_options(args, model))
-    print(json.dumps(out.to_json()) if args.json else out.format())
+    print(json.dumps(out.to_json(), ensure_ascii=False) if args.json else out.format())
     print_figures(args, model, out.figures)
     return 0
 

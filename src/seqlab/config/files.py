@@ -179,7 +179,7 @@ def read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
+        raise ConfigError(f"config file not found: {path}{_where(path)}") from None
     except IsADirectoryError:
         raise ConfigError(f"config path is a directory, not a YAML file: {path}") from None
     except UnicodeDecodeError as exc:
@@ -192,6 +192,17 @@ def read_yaml(path: Path) -> Any:
 
 # ------------------------------------------------------------------ shipped and required
 PACKAGED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def _where(path: Path) -> str:
+    """What a missing relative config path was read against, and the shipped config of its
+    name when there is one (``configs/dates-transformer.yaml`` from another folder)."""
+    if path.is_absolute():
+        return ""
+    said = f" (a relative path is read from the working directory, {Path.cwd()}"
+    if (PACKAGED_CONFIGS / path.name).is_file():
+        said += f"; seqlab ships a config of that name: give it as {path.stem}, from any folder"
+    return said + ")"
 
 
 def find_config(name: str | Path) -> Path:

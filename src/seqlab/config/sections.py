@@ -55,16 +55,52 @@ def _known_dataset(name: str) -> str:
 #: ``data.dataset``: a registered dataset (:class:`~seqlab.catalog.DatasetSpec`), which says
 #: its task, its inputs and whether it reads the user's ``data.path``
 DatasetName = Annotated[str, AfterValidator(_known_dataset)]
-Language = Literal["en", "de", "fr"]
+Language = Literal["en", "de", "fr", "zh"]
+SubwordModel = Literal["bpe", "unigram", "char"]
+Coverage = Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+class SubwordSide(Strict):
+    """One side's own SentencePiece settings (``data.subword.src``, ``data.subword.tgt``): each
+    key given replaces the shared one of ``data.subword`` for that side."""
+
+    model_type: SubwordModel | None = None
+    vocab_size: Positive | None = None
+    character_coverage: Coverage | None = None
 
 
 class SubwordConfig(Strict):
     """SentencePiece settings, used when ``data.tokenizer`` is ``subword``."""
 
-    model_type: Literal["bpe", "unigram"] = "bpe"
+    model_type: SubwordModel = Field(
+        "bpe", description="char: one piece per character (Chinese characters, say)"
+    )
     vocab_size: Positive = 8000
-    character_coverage: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    character_coverage: Coverage = 1.0
     joint: bool = Field(True, description="one model for source and target (translation)")
+    src: SubwordSide = Field(
+        default_factory=SubwordSide,
+        description="the source side's own settings, with joint: false",
+    )
+    tgt: SubwordSide = Field(
+        default_factory=SubwordSide,
+        description="the target side's own settings, with joint: false",
+    )
+
+    @model_validator(mode="after")
+    def _sides_apart(self) -> SubwordConfig:
+        for name in ("src", "tgt"):
+            if self.joint and getattr(self, name).model_dump(exclude_none=True):
+                raise ValueError(
+                    f"data.subword.{name} sets one side's model, but data.subword.joint is "
+                    "true (one model for both sides): set joint: false"
+                )
+        return self
+
+    def side(self, name: Literal["src", "tgt"]) -> SubwordConfig:
+        """The settings of side ``name``: the shared ones with that side's own laid over."""
+        own = getattr(self, name).model_dump(exclude_none=True)
+        return self.model_copy(update=own)
 
 
 class DataConfig(Strict):
@@ -91,8 +127,11 @@ class DataConfig(Strict):
         None, description="forecasting: period of the seasonal-persistence baseline (steps)"
     )
     tokenizer: Literal["char", "word", "subword"] = "char"
-    normalize: Literal["none", "nmt", "letters"] = Field(
-        "none", description="letters: d2l Time Machine cleaning; nmt: d2l fra-eng preprocessing"
+    normalize: Literal["none", "nmt", "letters", "simplified"] = Field(
+        "none",
+        description="letters: d2l Time Machine cleaning; nmt: d2l fra-eng preprocessing; "
+        "simplified: Chinese in one script and layout (traditional to simplified by OpenCC, "
+        "seqlab.data.chinese)",
     )
     subword: SubwordConfig = Field(default_factory=SubwordConfig)
     min_freq: NonNegative = 0
@@ -141,6 +180,11 @@ class DataConfig(Strict):
             raise ValueError(
                 f"data.path is required with dataset {with_path} and only allowed with them "
                 f"(data.dataset={self.dataset})"
+            )
+        if self.tokenizer == "subword" and self.normalize in ("nmt", "letters"):
+            raise ValueError(
+                f"data.normalize={self.normalize} lowercases, and a subword tokenizer keeps case: "
+                "choose data.normalize none or simplified with data.tokenizer: subword"
             )
         if self.src_lang == self.tgt_lang:
             raise ValueError(

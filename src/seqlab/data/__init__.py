@@ -9,6 +9,7 @@ below are the registration lines: a new dataset is a new module plus its line he
 from seqlab.data import (  # noqa: F401
     audio_datasets,
     classification,
+    cmn_eng,
     dates,
     images,
     lm_corpus,

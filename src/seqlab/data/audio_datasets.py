@@ -37,7 +37,6 @@ import random
 import re
 import shutil
 import tarfile
-import tempfile
 import urllib.request
 import warnings
 from collections.abc import Mapping, Sequence
@@ -45,6 +44,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from seqlab.atomic import temporary_folder
 from seqlab.catalog import DatasetSpec, register_dataset
 from seqlab.data.audio import AudioError, Clip, load_clip
 from seqlab.data.parallel import DataWarning
@@ -131,7 +131,7 @@ def download_fsdd(url: str = FSDD_URL, manifest: Mapping[str, str] | None = None
     manifest = fsdd_manifest() if manifest is None else manifest
     target = cache_dir() / "fsdd" / "recordings"
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".recordings.", suffix=".part", dir=target.parent))
+    work = temporary_folder(target.parent, ".recordings.", ".part")
     try:
         archive = work / "archive.tar.gz"
         with open(archive, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:

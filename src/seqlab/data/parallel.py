@@ -5,8 +5,9 @@ Two layouts are read:
 - **line-aligned files** (Multi30k): one sentence per line, line *i* of the source file translates
   line *i* of the target file; ``.gz`` files are decompressed transparently (detected by their
   magic bytes, not their name). Files with different line counts are an error.
-- **tab-separated pairs** (fra–eng, the manythings.org Anki export): ``english<TAB>french`` per
-  line; a third column (the export's attribution) is ignored.
+- **tab-separated pairs** (fra–eng and cmn–eng, the manythings.org Anki exports):
+  ``english<TAB>french`` per line; a third column (the export's attribution) is kept beside
+  the pairs, not read as text.
 
 Malformed lines are *skipped*, never fatal, and reported by **one** :class:`DataWarning` per file
 (``warnings.warn``) that counts them and names the first as ``file:line``. A line is malformed
@@ -27,8 +28,8 @@ from __future__ import annotations
 import gzip
 import random
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqlab.catalog import DataFile, DatasetSpec, register_dataset
@@ -65,11 +66,15 @@ class ParallelCorpus:
         pairs: ``(source, target)`` raw strings, in file order.
         skipped: how many malformed lines were left out.
         source: the file(s) read, for messages.
+        attribution: for tab-separated pairs, each pair's third column (Tatoeba's
+            per-sentence attribution, ``CC-BY 2.0 (France) Attribution: tatoeba.org #538123
+            (CM) & ...``), empty where there is none.
     """
 
     pairs: list[tuple[str, str]]
     skipped: int = 0
     source: str = ""
+    attribution: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -159,7 +164,7 @@ def read_parallel_files(src_path: str | Path, tgt_path: str | Path) -> ParallelC
 
 
 def read_tsv_pairs(path: str | Path, swap: bool = False) -> ParallelCorpus:
-    """Read ``left<TAB>right[<TAB>ignored...]`` lines into ``(left, right)`` pairs.
+    """Read ``left<TAB>right[<TAB>attribution...]`` lines into ``(left, right)`` pairs.
 
     Args:
         path: the file (gzip or plain).
@@ -168,23 +173,33 @@ def read_tsv_pairs(path: str | Path, swap: bool = False) -> ParallelCorpus:
     Malformed lines (no tab, an empty side, a side ending in whitespace) are skipped with one
     :class:`DataWarning`; see the module docstring.
     """
-    pairs, skips = [], _Skips()
-    for number, line in read_lines(path):
+    return parse_tsv_pairs(read_lines(path), str(path), swap)
+
+
+def parse_tsv_pairs(
+    lines: Iterable[tuple[int, str]], where: str, swap: bool = False
+) -> ParallelCorpus:
+    """:func:`read_tsv_pairs` of ``(line_number, text)`` lines read already (from a zip member,
+    say), named ``where`` in messages; a third column is kept as the pair's attribution
+    (:attr:`ParallelCorpus.attribution`)."""
+    pairs, attribution, skips = [], [], _Skips()
+    for number, line in lines:
         fields = line.split("\t")
         if len(fields) < 2:
-            skips.add(f"{path}:{number}", "no tab")
+            skips.add(f"{where}:{number}", "no tab")
             continue
         left, right = fields[0], fields[1]
         if not left.strip() or not right.strip():
-            skips.add(f"{path}:{number}", "empty side")
+            skips.add(f"{where}:{number}", "empty side")
             continue
         if left != left.rstrip() or right != right.rstrip():
-            skips.add(f"{path}:{number}", "side ends in whitespace: cut off?")
+            skips.add(f"{where}:{number}", "side ends in whitespace: cut off?")
             continue
         left, right = left.strip(), right.strip()
         pairs.append((right, left) if swap else (left, right))
-    skips.warn(str(path))
-    return ParallelCorpus(pairs, skips.count, str(path))
+        attribution.append("\t".join(fields[2:]))
+    skips.warn(where)
+    return ParallelCorpus(pairs, skips.count, where, attribution)
 
 
 def split_heldout(
@@ -298,7 +313,8 @@ def load_translation_splits(
     raise DataError(f"{dataset!r} is not a translation dataset; expected multi30k or fra-eng")
 
 
-def _pairs(splits: dict[str, ParallelCorpus]) -> dict[str, list[tuple[str, str]]]:
+def split_pairs(splits: dict[str, ParallelCorpus]) -> dict[str, list[tuple[str, str]]]:
+    """The pairs of each split, as a translation dataset's reader returns them."""
     return {name: list(corpus.pairs) for name, corpus in splits.items()}
 
 
@@ -306,7 +322,9 @@ register_dataset(
     DatasetSpec(
         "multi30k",
         "translation",
-        lambda data, seed: _pairs(multi30k_splits(data.src_lang, data.tgt_lang, data.num_examples)),
+        lambda data, seed: split_pairs(
+            multi30k_splits(data.src_lang, data.tgt_lang, data.num_examples)
+        ),
         summary="Multi30k task 1: image captions in en/de/fr (data.src_lang, data.tgt_lang)",
         files=tuple(
             DataFile(name, MULTI30K_RAW + name, (digest,))
@@ -321,7 +339,7 @@ register_dataset(
         "fra-eng",
         "translation",
         # a fixed split (seed 0), whatever train.seed: runs with other seeds validate alike
-        lambda data, seed: _pairs(
+        lambda data, seed: split_pairs(
             fra_eng_splits(data.src_lang, data.tgt_lang, data.val_examples, data.num_examples)
         ),
         summary="Tatoeba English-French pairs (d2l.ai §10.5), en→fr or fr→en",

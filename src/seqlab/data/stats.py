@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from seqlab.data import registry
+from seqlab.data.cmn_eng import cmn_eng_splits
 from seqlab.data.lm_corpus import LM_FILES, read_text
 from seqlab.data.parallel import load_translation_splits
 from seqlab.data.tokenizers import Tokenizer, normalize_text
@@ -35,7 +36,7 @@ from seqlab.data.translation_batching import (
 from seqlab.errors import DataError
 from seqlab.runtime.progress import progress
 
-TRANSLATION = {"multi30k": ("en", "de"), "fra-eng": ("en", "fr")}
+TRANSLATION = {"multi30k": ("en", "de"), "fra-eng": ("en", "fr"), "cmn-eng": ("zh", "en")}
 PERCENTILES = (50, 90, 95, 99)
 
 
@@ -73,7 +74,10 @@ def translation_stats(
     val_examples: int = 1000,
 ) -> dict[str, Any]:
     """Statistics of a translation dataset (see the module docstring)."""
-    splits = load_translation_splits(name, src, tgt, val_examples=val_examples)
+    if name == "cmn-eng":
+        splits = cmn_eng_splits(src, tgt, val_examples)
+    else:
+        splits = load_translation_splits(name, src, tgt, val_examples=val_examples)
     vocabs = build_vocabs(splits["train"].pairs, tokenizer)
     out: dict[str, Any] = {
         "dataset": name,

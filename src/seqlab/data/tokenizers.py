@@ -5,8 +5,12 @@
   d2l fra–eng preprocessing (d2l.ai §10.5.1): non-breaking spaces become spaces, text is
   lowercased and a space is put before ``, . ! ?``. ``normalize="letters"`` is the d2l Time
   Machine cleaning: anything that is not a letter becomes a space, lowercased.
-- :class:`SubwordTokenizer`: SentencePiece BPE or unigram (Kudo & Richardson 2018), trained on
-  the training split only, saved next to the model that uses it.
+  ``normalize="simplified"`` reads Chinese one documented way (:mod:`seqlab.data.chinese`:
+  traditional characters to simplified by OpenCC, full-width letters and digits to ASCII, no
+  spaces between Chinese characters, Chinese punctuation full-width); English passes unchanged.
+- :class:`SubwordTokenizer`: SentencePiece BPE, unigram or characters (Kudo & Richardson 2018),
+  trained on the training split only, saved next to the model that uses it; it applies
+  ``simplified`` (the only normalisation that keeps case) before cutting.
 
 A tokenizer is saved with :func:`save_tokenizer` (a JSON file, plus the SentencePiece model
 for subwords) and restored with :func:`load_tokenizer`: plain data, no pickles.
@@ -23,10 +27,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from seqlab.atomic import atomic_write_bytes, atomic_write_json
+from seqlab.data.chinese import changed_characters, normalize_chinese
 from seqlab.data.vocab import WARNED_INPUTS, reporting_unknown
 from seqlab.errors import DataError
 
-Normalize = Literal["none", "nmt", "letters"]
+Normalize = Literal["none", "nmt", "letters", "simplified"]
 _NON_LETTERS = re.compile(r"[^A-Za-z]+")
 _SPACE_BEFORE_PUNCT = re.compile(r"(?<=\S)([,.!?])")
 _SPACE_THEN_PUNCT = re.compile(r" ([,.!?])")
@@ -36,12 +41,14 @@ def normalize_text(text: str, how: Normalize) -> str:
     """Apply one of the cleanings of the module docstring."""
     if how == "none":
         return text
+    if how == "simplified":
+        return normalize_chinese(text)
     if how == "letters":
         return _NON_LETTERS.sub(" ", text).strip().lower()
     if how == "nmt":
         text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
         return _SPACE_BEFORE_PUNCT.sub(r" \1", text)
-    raise ValueError(f"unknown normalisation {how!r}; choose none, nmt or letters")
+    raise ValueError(f"unknown normalisation {how!r}; choose none, nmt, letters or simplified")
 
 
 # ---------------------------------------------------------------- what a normalisation changed
@@ -57,19 +64,25 @@ SHOWN_CHANGES = 5
 _LETTER_RUNS = re.compile(r"[A-Za-z]+")
 
 
-def normalisation_changes(text: str, how: Normalize) -> tuple[list[str], list[str]]:
+def normalisation_changes(
+    text: str, how: Normalize
+) -> tuple[list[str], list[str], list[tuple[str, str]]]:
     """What :func:`normalize_text` changes of ``text`` that the model cannot read back: the
-    distinct characters it drops (``letters``: all but ASCII letters and spaces) and the
-    distinct words it lowercases, in order. Spacing (runs of spaces, a space before ``,
-    . ! ?``, non-breaking spaces) is not counted: it changes no token's letters."""
+    distinct characters it drops (``letters``: all but ASCII letters and spaces), the
+    distinct words it lowercases, and the distinct characters it replaces by others
+    (``simplified``: 愛 -> 爱, ２ -> 2), in order. Spacing (runs of spaces, a space before ``,
+    . ! ?``, non-breaking spaces, spaces between Chinese characters) is not counted: it
+    changes no token's letters."""
+    if how == "simplified":
+        return [], [], changed_characters(text)
     if how == "letters":
         dropped = [c for c in dict.fromkeys(text) if not c.isspace() and not _is_ascii_letter(c)]
         words = _LETTER_RUNS.findall(text)
     elif how == "nmt":
         dropped, words = [], text.split()
     else:
-        return [], []
-    return dropped, [w for w in dict.fromkeys(words) if w != w.lower()]
+        return [], [], []
+    return dropped, [w for w in dict.fromkeys(words) if w != w.lower()], []
 
 
 def _is_ascii_letter(c: str) -> bool:
@@ -83,8 +96,8 @@ def normalisation_messages(found: Iterable[tuple[str, str]], how: Normalize) -> 
     Python API warn each (:func:`warn_normalised`), the server answers them in ``warnings``."""
     messages, more = [], 0
     for where, text in found:
-        dropped, lowered = normalisation_changes(text, how)
-        if (dropped or lowered) and len(messages) == WARNED_INPUTS:
+        dropped, lowered, replaced = normalisation_changes(text, how)
+        if (dropped or lowered or replaced) and len(messages) == WARNED_INPUTS:
             more += 1
             continue
         parts = []
@@ -92,6 +105,8 @@ def normalisation_messages(found: Iterable[tuple[str, str]], how: Normalize) -> 
             parts.append(_listed([repr(c) for c in dropped]) + " dropped")
         if lowered:
             parts.append(_listed([f"{w!r} -> {w.lower()!r}" for w in lowered]))
+        if replaced:
+            parts.append(_listed([f"{a!r} -> {b!r}" for a, b in replaced]))
         if parts:
             messages.append(f"{where}: normalised (data.normalize={how}): " + "; ".join(parts))
     if more:
@@ -155,10 +170,16 @@ class SubwordTokenizer:
 
     kind = "subword"
 
-    def __init__(self, model_proto: bytes) -> None:
+    def __init__(self, model_proto: bytes, normalize: Normalize = "none") -> None:
         import sentencepiece as spm
 
+        if normalize not in ("none", "simplified"):
+            raise ValueError(
+                f"a subword tokenizer keeps case: data.normalize={normalize} does not apply to "
+                "it; choose none or simplified"
+            )
         self.model_proto = model_proto
+        self.normalize = normalize
         self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
 
     @classmethod
@@ -166,41 +187,54 @@ class SubwordTokenizer:
         cls,
         sentences: Iterable[str],
         vocab_size: int = 8000,
-        model_type: Literal["bpe", "unigram"] = "bpe",
+        model_type: Literal["bpe", "unigram", "char"] = "bpe",
         character_coverage: float = 1.0,
+        normalize: Normalize = "none",
     ) -> SubwordTokenizer:
-        """Train on the given sentences (pass the training split only); deterministic (one thread)."""
+        """Train on the given sentences (pass the training split only), normalised first;
+        deterministic (one thread). ``model_type="char"`` cuts into characters (its vocabulary
+        is every character seen, ``vocab_size`` at most)."""
         import sentencepiece as spm
 
         model = io.BytesIO()
-        sentences = [s for s in sentences if s.strip()]
+        sentences = [normalize_text(s, normalize) for s in sentences if s.strip()]
         if not sentences:
             raise DataError("cannot train a subword model on an empty corpus")
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences),
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            # ids are assigned by seqlab's Vocab; SentencePiece only segments
-            unk_id=0,
-            bos_id=-1,
-            eos_id=-1,
-            pad_id=-1,
-            hard_vocab_limit=False,
-            num_threads=1,
-            minloglevel=2,
-        )
-        return cls(model.getvalue())
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                # ids are assigned by seqlab's Vocab; SentencePiece only segments
+                unk_id=0,
+                bos_id=-1,
+                eos_id=-1,
+                pad_id=-1,
+                hard_vocab_limit=False,
+                # seqlab's own normalisation has read the text already: SentencePiece's NFKC would
+                # turn Chinese ，？！ into , ? ! and write them back so (none keeps SentencePiece's)
+                normalization_rule_name="identity" if normalize == "simplified" else "nmt_nfkc",
+                num_threads=1,
+                minloglevel=2,
+            )
+        except RuntimeError as exc:  # SentencePiece's own refusal, e.g. too small a vocabulary
+            raise DataError(
+                f"SentencePiece cannot train a {model_type} model of {vocab_size} pieces on "
+                f"{len(sentences)} training sentences: {exc} (data.subword.vocab_size, "
+                "data.subword.model_type)"
+            ) from None
+        return cls(model.getvalue(), normalize)
 
     def tokenize(self, text: str) -> list[str]:
-        return self._sp.encode(text, out_type=str)
+        return self._sp.encode(normalize_text(text, self.normalize), out_type=str)
 
     def detokenize(self, tokens: Iterable[str]) -> str:
         return self._sp.decode_pieces(list(tokens))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind}
+        return {"kind": self.kind, "normalize": self.normalize}
 
 
 Tokenizer = CharTokenizer | WordTokenizer | SubwordTokenizer
@@ -240,7 +274,7 @@ def load_tokenizer(directory: str | Path, name: str = "tokenizer") -> Tokenizer:
     if kind == "subword":
         model = Path(directory) / f"{name}.spm.model"
         try:
-            return SubwordTokenizer(model.read_bytes())
+            return SubwordTokenizer(model.read_bytes(), data.get("normalize", "none"))
         except FileNotFoundError:
             raise DataError(f"subword model missing: {model}") from None
         except RuntimeError as exc:

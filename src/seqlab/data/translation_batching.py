@@ -35,7 +35,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 import torch
@@ -58,6 +58,10 @@ class SubwordOptions(Protocol):
     character_coverage: float
     joint: bool
 
+    def side(self, name: Literal["src", "tgt"]) -> SubwordOptions:
+        """One side's settings (``joint`` false: each side has a model of its own)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SubwordDefaults:
@@ -65,6 +69,9 @@ class SubwordDefaults:
     model_type: str = "bpe"
     character_coverage: float = 1.0
     joint: bool = True
+
+    def side(self, name: Literal["src", "tgt"]) -> SubwordDefaults:
+        return self
 
 
 @dataclass
@@ -93,8 +100,10 @@ def build_vocabs(
         tokenizer: ``char``, ``word`` or ``subword``.
         min_freq, max_vocab: passed to :class:`Vocab` (``max_vocab`` counts reserved tokens).
         subword: SentencePiece settings when ``tokenizer == "subword"``; ``subword.joint`` trains
-            one model (and counts one vocabulary) on both sides, else one per side.
-        normalize: char/word normalisation (``nmt``: lowercase, split off ``, . ! ?``).
+            one model (and counts one vocabulary) on both sides, else one per side, each with
+            its own settings (``subword.side("src")``).
+        normalize: how every text is read first, both sides alike (``nmt``: lowercase, split
+            off ``, . ! ?``; ``simplified``: Chinese in one script, :mod:`seqlab.data.chinese`).
     """
     if not train_pairs:
         raise DataError("cannot build vocabularies from an empty training set")
@@ -103,18 +112,24 @@ def build_vocabs(
     if tokenizer == "subword":
         sw = subword or SubwordDefaults()
 
-        def train(sentences: list[str]) -> SubwordTokenizer:
+        def train(sentences: list[str], side: SubwordOptions) -> SubwordTokenizer:
             return SubwordTokenizer.train(
-                sentences, sw.vocab_size, sw.model_type, sw.character_coverage
+                sentences,
+                side.vocab_size,
+                side.model_type,  # type: ignore[arg-type]
+                side.character_coverage,
+                # subwords keep case: of the normalisations only simplified applies (a config
+                # asking for another with subword is refused; nmt is this function's default)
+                "simplified" if normalize == "simplified" else "none",
             )
 
         if sw.joint:
-            tok = train(src_text + tgt_text)
+            tok = train(src_text + tgt_text, sw)
             counted = [tok.tokenize(s) for s in src_text + tgt_text]
             vocab = Vocab(counted, min_freq=min_freq, max_size=max_vocab)
             check_not_empty(vocab, "joint", min_freq, max_vocab)
             return TranslationVocabs(tok, tok, vocab, vocab)
-        src_tok, tgt_tok = train(src_text), train(tgt_text)
+        src_tok, tgt_tok = train(src_text, sw.side("src")), train(tgt_text, sw.side("tgt"))
     else:
         src_tok = make_tokenizer(tokenizer, normalize)  # type: ignore[arg-type]
         tgt_tok = make_tokenizer(tokenizer, normalize)  # type: ignore[arg-type]

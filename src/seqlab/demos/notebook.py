@@ -10,7 +10,9 @@ page:
   2 cores; ``make figures`` draws the site's figures at this budget;
 - ``SEQLAB_BUDGET=smoke``: seconds a page, tiny steps and data; the test suite runs every page so.
 
-Figures go to ``$SEQLAB_FIGURES`` and runs to ``$SEQLAB_RUNS`` (default ``runs/tutorials/``).
+Figures go to ``$SEQLAB_FIGURES`` and runs to ``$SEQLAB_RUNS`` (default ``runs/tutorials/``):
+a page trains its models anew on every run (:func:`run_path`), or, for recipes that take longer
+than a page should, once, reusing the finished run after (:func:`trained`, page 10c).
 The site's figures (``docs/tutorials/figures/``) are drawn only by ``make figures`` and the page
 runner, which name that folder; a page run in Jupyter, with ``$SEQLAB_FIGURES`` unset, writes its
 figures to a scratch folder, ``runs/tutorials/figures/`` (ignored by git), and never over the
@@ -90,6 +92,104 @@ def run_path(name: str) -> Path:
 
     path = Path(os.environ.get(RUNS, "") or "runs/tutorials") / name
     clear_earlier_run(path)
+    return path
+
+
+#: config keys that say how or where a run was trained, not what: a finished run that differs
+#: from the config asked for only in these is still that run (:func:`trained`); ``max_minutes``
+#: only caps the work that ``epochs``/``max_steps`` set
+HOW_TRAINED = (
+    "train.threads",
+    "train.device",
+    "train.compile",
+    "train.log_every",
+    "train.max_minutes",
+)
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def finished_run(path: str | Path) -> bool:
+    """Whether ``path`` holds a seqlab run whose training ended: its ``run.json`` marker, a
+    ``best`` checkpoint, and the ``end`` record in ``metrics.jsonl`` (and the ``average`` record
+    after it, when the run averages its last checkpoints, ``train.average_last``). A run that
+    is still training, or was stopped, holds no ``end`` record."""
+    from seqlab.errors import SeqlabError
+    from seqlab.storage.rundir import RunDir
+    from seqlab.training.callbacks import read_metrics
+
+    run = RunDir(path)
+    if not run.is_run() or not run.metrics_path.is_file():
+        return False
+    try:
+        run.checkpoint("best")
+        kinds = {r.get("kind") for r in read_metrics(run.metrics_path)}
+        averages = run.read_config().train.average_last > 1
+    except SeqlabError:
+        return False
+    return "end" in kinds and (not averages or "average" in kinds)
+
+
+def trained(
+    config: str | Path, overrides: list[str] | None = None, name: str | None = None
+) -> Path:
+    """The run directory ``$SEQLAB_RUNS/name`` (default ``runs/tutorials/``; ``name``: the
+    config's name) of ``config`` trained with ``overrides``, trained only when that folder holds
+    no finished run: a page whose models are long recipes trains them once and every later run
+    of the page reuses them (:func:`run_path` trains anew every time).
+
+    - no folder: the run is trained there;
+    - a finished run (:func:`finished_run`) of the same config is reused as it is (keys of
+      :data:`HOW_TRAINED` may differ: ``train.threads``, …); nothing is trained;
+    - an earlier run that did not finish (stopped, crashed) is removed and trained again, saying
+      so; one that another process is training right now is refused
+      (:class:`~seqlab.errors.SeqlabError`);
+    - a finished run of another config (a smoke run where the full one is asked for, another
+      seed) is refused, naming the keys that differ: a finished run is never deleted here;
+    - a folder that is not a seqlab run (no ``run.json``), or an unfinished run holding files
+      seqlab did not write, is refused, deleting nothing (:class:`~seqlab.errors.ConfigError`).
+    """
+    from seqlab.config import load_config  # deferred: torch (training)
+    from seqlab.demos.dates import clear_earlier_run
+    from seqlab.experiment import absolute_data_path, train
+    from seqlab.storage.rundir import RunDir
+
+    cfg = absolute_data_path(load_config(config, list(overrides or [])))
+    path = Path(os.environ.get(RUNS, "") or "runs/tutorials") / (name or cfg.name)
+    if path.exists():
+        if not RunDir(path).is_run():
+            raise ConfigError(
+                f"{path} exists and is not a seqlab run (no run.json); a page keeps its trained "
+                "models there: move it away or choose another name (nothing was deleted)"
+            )
+        if finished_run(path):
+            ran = _flat(RunDir(path).read_config().model_dump(mode="json"))
+            asked = _flat(cfg.model_dump(mode="json"))
+            differ = sorted(
+                k
+                for k in ran.keys() | asked.keys()
+                if ran.get(k) != asked.get(k) and k not in HOW_TRAINED
+            )
+            if not differ:
+                print(f"{path}: a finished run of {cfg.name}, reused")
+                return path
+            shown = ", ".join(f"{k}={ran.get(k)!r} (asked {asked.get(k)!r})" for k in differ[:4])
+            more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+            raise ConfigError(
+                f"{path} holds a finished run of another config ({shown}{more}); remove it to "
+                "train this one there, or choose another name (nothing was deleted)"
+            )
+        print(f"{path}: an earlier run that did not finish; training it anew")
+        clear_earlier_run(path)
+    train(cfg, path)
     return path
 
 

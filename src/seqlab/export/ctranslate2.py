@@ -60,6 +60,7 @@ import numpy as np
 from torch import nn
 
 from seqlab import catalog
+from seqlab.atomic import temporary_folder
 from seqlab.catalog import PositionSpec
 from seqlab.errors import SeqlabError
 from seqlab.models.transformer_seq2seq import TransformerSeq2Seq
@@ -345,7 +346,7 @@ def export_ctranslate2(
     spec.validate()
     spec.optimize(quantization=quantization)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = temporary_folder(out_dir.parent, f".{out_dir.name}.")
     old = None
     try:
         spec.save(str(tmp))

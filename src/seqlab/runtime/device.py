@@ -21,13 +21,21 @@ DeviceName = Literal["auto", "cpu", "cuda"]
 CHOICES = ("auto", "cpu", "cuda")
 
 
-def resolve_device(name: str | torch.device | None, what: str = "device") -> torch.device:
+def resolve_device(name: str | int | torch.device | None, what: str = "device") -> torch.device:
     """The ``torch.device`` that ``name`` means here: ``auto`` (or None) is ``cuda`` when PyTorch
-    sees a CUDA device, else ``cpu``; ``cuda`` (or ``cuda:N``) without one is refused, saying
-    what to use instead (``what`` names the setting in the message: ``train.device``). Under
-    ``torchrun``, ``cuda`` is the GPU of the process's local rank."""
+    sees a CUDA device, else ``cpu``; ``cuda`` (or ``cuda:N``, or the number N, PyTorch's own
+    spelling of ``cuda:N``) without one is refused, saying what to use instead (``what`` names
+    the setting in the message: ``train.device``). Under ``torchrun``, ``cuda`` is the GPU of
+    the process's local rank."""
     if isinstance(name, torch.device):
         name = str(name)
+    elif isinstance(name, int) and not isinstance(name, bool) and name >= 0:
+        name = f"cuda:{name}"  # torch.device(0) is cuda:0
+    elif name is not None and not isinstance(name, str):
+        raise ConfigError(
+            f"{what} must be one of auto, cpu, cuda, cuda:N or a GPU's number N, got "
+            f"{name!r} ({type(name).__name__})"
+        )
     if name is None or name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cpu":

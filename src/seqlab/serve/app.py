@@ -184,9 +184,13 @@ class Server:
             same = [h for h in self.handlers.values() if h.task == task]
             if len(same) == 1:
                 return same[0]
-            raise UnknownModel(
-                f"name the model: this server holds {len(same)} {task.replace('_', ' ')} "
-                f"models ({', '.join(h.name for h in same) or 'none'})"
+            kind = task.replace("_", " ")
+            if not same:
+                raise UnknownModel(f"this server holds no {kind} model: {route} has none to run")
+            # the request is incomplete, not about a missing model: 422 naming the field
+            raise SeqlabError(
+                f"model: required, since this server holds {len(same)} {kind} models "
+                f"({', '.join(h.name for h in same)}); name one"
             )
         handler = self.handlers.get(name)
         if handler is None:
@@ -379,12 +383,16 @@ def add_common_routes(app: FastAPI, server: Server) -> None:
     async def authorised(request: Request) -> None:
         server.authorise(request.headers)
 
+    # HEAD wherever GET is (a monitor's probe, curl -I): the same headers, no body (uvicorn
+    # sends none for HEAD); out of the schema, whose GET operations describe them
+    @app.head("/", include_in_schema=False)
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
+    @app.head("/panels/{task}.js", include_in_schema=False)
     @app.get("/panels/{task}.js", include_in_schema=False)
     async def panel(task: str) -> FileResponse:
         service = server.services.get(task)
@@ -392,6 +400,7 @@ def add_common_routes(app: FastAPI, server: Server) -> None:
             raise StarletteHTTPException(404, f"no panel script for task {task[:100]!r}")
         return FileResponse(service.panel, media_type="text/javascript")
 
+    @app.head("/health", include_in_schema=False)
     @app.get("/health", response_model=schemas.Health)
     async def health() -> schemas.Health:
         batchers = server.batchers
@@ -402,6 +411,7 @@ def add_common_routes(app: FastAPI, server: Server) -> None:
             texts={n: b.texts for n, b in batchers.items()},
         )
 
+    @app.head("/models", include_in_schema=False, dependencies=[Depends(authorised)])
     @app.get("/models", response_model=schemas.ModelsResponse, dependencies=[Depends(authorised)])
     async def list_models() -> schemas.ModelsResponse:
         return schemas.ModelsResponse(models=[server.describe(h) for h in server.handlers.values()])

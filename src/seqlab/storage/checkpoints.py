@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 from torch import Tensor, nn
 
-from seqlab.atomic import atomic_write_json
+from seqlab.atomic import atomic_write_json, temporary_folder
 from seqlab.errors import CheckpointError
 
 FORMAT = "seqlab.checkpoint/1"
@@ -345,7 +344,7 @@ def begin_checkpoint(run_dir: Path, step: int) -> Path:
     """Create the temporary folder a checkpoint is written into (rank 0 only)."""
     root = folder(run_dir)
     root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{step_name(step)}.", dir=root))
+    return temporary_folder(root, f".{step_name(step)}.")
 
 
 def commit_checkpoint(run_dir: Path, tmp: Path, step: int, is_best: bool, keep_last: int) -> Path:

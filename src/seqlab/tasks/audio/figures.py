@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from seqlab.plotting import literal_user_text, save_figure  # noqa: E402
+from seqlab.plotting import literal_user_text, save_figure, use_cjk_fonts  # noqa: E402
 
 
 def plot_spectrogram_attention(
@@ -94,6 +94,7 @@ def plot_audio_pipeline(
     axes[2].set_xlim(0, seconds)
     if title:
         fig.suptitle(title, fontsize=10)
+    use_cjk_fonts(fig)  # a title in Chinese: its glyphs, before the layout measures it
     fig.tight_layout()
     literal_user_text(fig)
     return save_figure(fig, path)

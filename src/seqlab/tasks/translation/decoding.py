@@ -7,7 +7,7 @@ options are :mod:`seqlab.tasks.translation.options`'s."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,14 @@ class SourceReader:
         return Sentence(
             text, tokens, ids, tuple(unknown_tokens(vocab, tokens)), len(tokens) > self.longest
         )
+
+
+def normalised_inputs(found: Iterable[tuple[str, str]], how: str) -> list[tuple[str, str]]:
+    """The ``(where, text)`` inputs of ``found`` whose changes by ``data.normalize=how`` are
+    reported (:func:`~seqlab.data.tokenizers.normalisation_messages`): ``simplified``'s, a
+    character replaced by another (愛 -> 爱); ``nmt``'s lowercasing is how translation reads
+    every sentence and is not reported."""
+    return list(found) if how == "simplified" else []
 
 
 def as_sentences(items: Any, what: str = "sentence") -> tuple[list[str], bool]:
@@ -162,5 +170,6 @@ __all__ = [
     "Translations",
     "as_sentences",
     "decode_options",
+    "normalised_inputs",
     "decode_sentences",
 ]

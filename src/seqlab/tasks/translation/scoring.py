@@ -14,6 +14,7 @@ from typing import Any
 from seqlab import catalog
 from seqlab.atomic import atomic_write_text
 from seqlab.config import DecodeConfig, ExperimentConfig
+from seqlab.data.tokenizers import normalize_text
 from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.errors import SeqlabError
 from seqlab.storage.outputs import api_output_file
@@ -25,22 +26,40 @@ from seqlab.tasks.translation.decoding import SourceReader, as_sentences
 from seqlab.tasks.translation.engines import SEQLAB
 from seqlab.tasks.translation.options import DecodeOptions
 
+#: target languages the paper-style BLEU applies to: Moses' tokenizer and punctuation rules for
+#: them (multi-bleu.perl on the Multi30k papers' lc.norm.tok files); not Chinese
+PAPER_LANGS = ("en", "de", "fr")
+
 
 def paper_lang(cfg: ExperimentConfig) -> str | None:
-    """The target language for the paper-style BLEU, or None where it does not apply."""
+    """The target language for the paper-style BLEU, or None where it does not apply (generated
+    strings, a language Moses does not tokenise)."""
     spec = catalog.datasets()[cfg.data.dataset]
-    return cfg.data.tgt_lang if spec.natural_language else None
+    lang = cfg.data.tgt_lang
+    return lang if spec.natural_language and lang in PAPER_LANGS else None
+
+
+def bleu_tokenizer(lang: str | None) -> str:
+    """sacreBLEU's tokenizer for output in ``lang``: ``zh`` for Chinese (each Chinese character a
+    token, as WMT scores Chinese), ``13a`` (its default, mteval's) for every other."""
+    return "zh" if lang == "zh" else "13a"
 
 
 def score_translations(
-    hypotheses: Sequence[str], references: Sequence[str], lang: str | None = None
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    lang: str | None = None,
+    target: str | None = None,
 ) -> dict[str, Any]:
     """sacreBLEU BLEU and chrF (cased, detokenised) with signatures, lowercased BLEU, and with
     the target language ``lang`` the paper-style BLEU (``bleu_paper``, see
-    :mod:`seqlab.tasks.paper_bleu`)."""
+    :mod:`seqlab.tasks.paper_bleu`). BLEU tokenises by the output's language ``target``
+    (:func:`bleu_tokenizer`: ``zh`` for Chinese; the signature says ``tok:zh``)."""
     from sacrebleu.metrics import BLEU, CHRF
 
-    bleu, chrf, bleu_lc = BLEU(), CHRF(), BLEU(lowercase=True)
+    tokenize = bleu_tokenizer(target if target is not None else lang)
+    bleu, chrf = BLEU(tokenize=tokenize), CHRF()
+    bleu_lc = BLEU(lowercase=True, tokenize=tokenize)
     refs = [list(references)]
     b, c, lc = (
         bleu.corpus_score(list(hypotheses), refs),
@@ -221,11 +240,17 @@ class Scoring:
         **keywords: Any,
     ) -> dict[str, Any]:
         """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
-        outputs (key ``translations``). Both are lists of sentences, at least one."""
+        outputs (key ``translations``). Both are lists of sentences, at least one. A run that
+        reads text through ``data.normalize: simplified`` writes simplified Chinese, and is
+        scored against the references read the same way (a traditional reference is
+        compared in simplified characters)."""
         check_pairs(sources, references)
         chosen = self.options_of("evaluate", options, keywords)
         outputs = self.translate(sources, chosen, engine=engine, quantize=quantize)
-        scores = score_translations(outputs, references, paper_lang(self.cfg))
+        d = self.cfg.data
+        if d.normalize == "simplified":  # scored as the run was trained: in one script
+            references = [normalize_text(r, d.normalize) for r in references]
+        scores = score_translations(outputs, references, paper_lang(self.cfg), d.tgt_lang)
         return {**scores, "translations": outputs}
 
     def evaluate(

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from seqlab.config import DecodeConfig
+from seqlab.data.tokenizers import normalisation_messages
 from seqlab.errors import SeqlabError
 from seqlab.serving.limits import Limits, check
 from seqlab.serving.service import (
@@ -38,6 +39,7 @@ from seqlab.serving.service import (
     warnings_field,
     weights,
 )
+from seqlab.tasks.translation.decoding import normalised_inputs
 from seqlab.tasks.translation.engines import (
     AUTO,
     CTRANSLATE2,
@@ -233,6 +235,7 @@ class TranslationHandler(Handler):
 
     def _translate(self, works: list[TranslateJob]) -> list[TranslateResponse]:
         p, attention = self.predictor, works[0].attention
+        how = self.cfg.data.normalize
         sentences = [[p.sentence(t) for t in w.texts] for w in works]  # tokenised once
         backend = SEQLAB if attention else self.backend
         found = p.decode(
@@ -272,7 +275,13 @@ class TranslationHandler(Handler):
                     engine=SEQLAB if backend == SEQLAB else self.engine,
                     translations=translations,
                     notes=notes,
-                    warnings=unknown_warnings(p, group),
+                    warnings=normalisation_messages(
+                        normalised_inputs(
+                            ((f"text {i}", s.text) for i, s in enumerate(group, 1)), how
+                        ),
+                        how,
+                    )
+                    + unknown_warnings(p, group),
                 )
             )
         return out

@@ -13,6 +13,7 @@ import torch
 
 from seqlab import catalog
 from seqlab.config import DecodeConfig, ExperimentConfig
+from seqlab.data.tokenizers import warn_normalised
 from seqlab.data.translation_batching import TranslationVocabs
 from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.deprecation import renamed_kwargs
@@ -34,6 +35,7 @@ from seqlab.tasks.translation.decoding import (
     Translations,
     as_sentences,
     decode_sentences,
+    normalised_inputs,
 )
 from seqlab.tasks.translation.engines import (
     CTRANSLATE2,
@@ -242,6 +244,9 @@ class Translator(scoring.Scoring, Predictor):
         texts, single = as_sentences(sentences)
         decode = self.decoding(self.options_of("translate", options, keywords))
         self.check_use(engine, quantize, need_weights)
+        how = self.cfg.data.normalize  # 我愛你 read as 我爱你: said
+        named = ((f"sentence {i}", t) for i, t in enumerate(texts))
+        warn_normalised(normalised_inputs(named, how), how, 3)
         found = self.decode(
             [self.sentence(t) for t in texts], decode, need_weights, batch_size, engine, quantize
         )
@@ -321,9 +326,10 @@ class Translator(scoring.Scoring, Predictor):
         numbers = list(numbers) if numbers is not None else list(range(1, len(texts) + 1))
         folder = api_output_dir(attention_png, "attention_png")  # checked now, before any work
         sentences = [self.sentence(t) for t in texts]
-        warn_unknown(
-            ((f"input line {n}", s.unknown) for n, s in zip(numbers, sentences, strict=True)), 2
-        )
+        lines = [f"input line {n}" for n in numbers]
+        how = self.cfg.data.normalize
+        warn_normalised(normalised_inputs(zip(lines, texts, strict=True), how), how, 2)
+        warn_unknown(zip(lines, (s.unknown for s in sentences), strict=True), 2)
         with quiet_unknown():  # reported above, by input line
             found = self.decode(sentences, decode, bool(attention_png), 128, engine, quantize)
         out = Translations(
