@@ -41,9 +41,10 @@ The order, as the modules use each other:
    cells and task rules in the catalog.
 2. ``runtime`` (precision, machine, progress, allocator), ``atomic``: the process, and safe file
    writing, used from the data readers to the CLI.
-3. ``config`` (its sections, the experiment, its YAML files and overrides), ``plotting``: the
-   experiment's configuration and the figures, written with layer 2; the dataset statistics draw
-   figures, so plotting sits below ``data``.
+3. ``config`` (its sections, the experiment, its YAML files and overrides), ``plotting``,
+   ``fonts``: the experiment's configuration and the figures (with the fonts their CJK text
+   needs), written with layer 2; the dataset statistics draw figures, so plotting sits below
+   ``data``.
 4. ``nn``: the building blocks (they read their cell records in the catalog).
 5. ``models`` (built from blocks and a model config), ``data``: neither knows the other.
 6. ``storage`` (the run directory, checkpoints, outputs, the user's text files), ``objective``
@@ -85,7 +86,7 @@ PACKAGE = Path(seqlab.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "tokens", "deprecation", "catalog", "audio_limits"},
     {"runtime", "atomic"},
-    {"config", "plotting"},
+    {"config", "plotting", "fonts"},
     {"nn"},
     {"models", "data"},
     {"storage", "objective", "export", "serving"},

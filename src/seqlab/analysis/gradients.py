@@ -156,7 +156,7 @@ def plot_gradient_norms(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from seqlab.fonts import use_cjk_fonts
+    from seqlab.fonts import use_cjk_fonts  # deferred: matplotlib
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     linestyles = ("-", "--", "-.", ":")  # lines that overlap (lstm, peephole_lstm) stay visible

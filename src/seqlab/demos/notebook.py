@@ -36,7 +36,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
-from seqlab.errors import ConfigError
+from seqlab.config import load_config
+from seqlab.errors import ConfigError, SeqlabError
 
 T = TypeVar("T")
 
@@ -122,9 +123,8 @@ def finished_run(path: str | Path) -> bool:
     ``best`` checkpoint, and the ``end`` record in ``metrics.jsonl`` (and the ``average`` record
     after it, when the run averages its last checkpoints, ``train.average_last``). A run that
     is still training, or was stopped, holds no ``end`` record."""
-    from seqlab.errors import SeqlabError
-    from seqlab.storage.rundir import RunDir
-    from seqlab.training.callbacks import read_metrics
+    from seqlab.storage.rundir import RunDir  # deferred: torch (checkpoints)
+    from seqlab.training.callbacks import read_metrics  # deferred: torch (training)
 
     run = RunDir(path)
     if not run.is_run() or not run.metrics_path.is_file():
@@ -157,10 +157,9 @@ def trained(
     - a folder that is not a seqlab run (no ``run.json``), or an unfinished run holding files
       seqlab did not write, is refused, deleting nothing (:class:`~seqlab.errors.ConfigError`).
     """
-    from seqlab.config import load_config  # deferred: torch (training)
-    from seqlab.demos.dates import clear_earlier_run
-    from seqlab.experiment import absolute_data_path, train
-    from seqlab.storage.rundir import RunDir
+    from seqlab.demos.dates import clear_earlier_run  # deferred: torch (training)
+    from seqlab.experiment import absolute_data_path, train  # deferred: torch (training)
+    from seqlab.storage.rundir import RunDir  # deferred: torch (checkpoints)
 
     cfg = absolute_data_path(load_config(config, list(overrides or [])))
     path = Path(os.environ.get(RUNS, "") or "runs/tutorials") / (name or cfg.name)
