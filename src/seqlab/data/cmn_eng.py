@@ -33,7 +33,7 @@ from pathlib import Path
 from seqlab.catalog import DataFile, DatasetSpec, register_dataset
 from seqlab.data import registry
 from seqlab.data.chinese import normalize_chinese
-from seqlab.data.parallel import ParallelCorpus, parse_tsv_pairs, split_pairs
+from seqlab.data.parallel import ParallelCorpus, decode_lines, parse_tsv_pairs, split_pairs
 from seqlab.errors import DataError
 
 CMN_ENG_FILE = "cmn-eng.zip"
@@ -62,15 +62,7 @@ def read_zip_lines(path: str | Path, member: str) -> Iterator[tuple[int, str]]:
                 f"{path} has no member {member!r}; it holds {', '.join(archive.namelist())}"
             )
         with archive.open(member) as fh:
-            for number, raw in enumerate(fh, start=1):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise DataError(
-                        f"{path}:{member}:{number}: not valid UTF-8 ({exc.reason}); "
-                        "expected UTF-8 text"
-                    ) from None
-                yield number, text.removesuffix("\n").removesuffix("\r")
+            yield from decode_lines(fh, f"{path}:{member}")
 
 
 def load_cmn_eng(path: str | Path | None = None) -> ParallelCorpus:

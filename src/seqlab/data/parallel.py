@@ -119,21 +119,29 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     number = 0
     with fh:
         try:
-            for number, raw in enumerate(fh, start=1):
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise DataError(
-                        f"{path}:{number}: not valid UTF-8 ({exc.reason} at column {exc.start + 1}); "
-                        "expected UTF-8 text"
-                    ) from None
-                if number == 1:
-                    text = text.removeprefix("\ufeff")
-                yield number, text.removesuffix("\n").removesuffix("\r")
+            for number, text in decode_lines(fh, str(path)):
+                yield number, text
         except (gzip.BadGzipFile, EOFError, OSError) as exc:
             raise DataError(
                 f"{path}: corrupt gzip stream after line {number} ({exc}); expected a complete .gz file"
             ) from None
+
+
+def decode_lines(raw_lines: Iterable[bytes], where: str) -> Iterator[tuple[int, str]]:
+    """``(line_number, text)`` of UTF-8 lines read as bytes (a file, a zip member), without
+    their line ending and, on line 1, a byte-order mark; a line that is not UTF-8 is a
+    :class:`DataError` naming ``where:line`` and the column."""
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(
+                f"{where}:{number}: not valid UTF-8 ({exc.reason} at column {exc.start + 1}); "
+                "expected UTF-8 text"
+            ) from None
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        yield number, text.removesuffix("\n").removesuffix("\r")
 
 
 def read_parallel_files(src_path: str | Path, tgt_path: str | Path) -> ParallelCorpus:
