@@ -271,7 +271,7 @@ def dataset_of_config(path: str) -> str | None:
 def datasets_in(code: str) -> set[str]:
     """The real datasets (files, not generated, not the user's) that ``code`` names: its
     configs' datasets (or the ``data.dataset=`` override of the same line) and ``seqlab data
-    fetch|stats NAME``. FSDD counts, though ``seqlab data fetch`` has no files of it."""
+    fetch|stats NAME``. FSDD and EmoDB count: ``seqlab data fetch`` finds or downloads their folders."""
     from seqlab import catalog
 
     found = set(FETCH.findall(code))

@@ -25,6 +25,12 @@ SMALL = {"d_model": 16, "num_heads": 2, "num_layers": 2, "d_ff": 32, "dropout": 
 BODY = {
     "cnn_text": {"arch": "cnn_text", "embed_dim": 12, "channels": 8, "dropout": 0.0},
     "cnn_spectrogram": {"arch": "cnn_spectrogram", "widths": [4, 8], "dropout": 0.0},
+    "cnn_spectrogram_mean_max": {
+        "arch": "cnn_spectrogram",
+        "widths": [4, 8],
+        "dropout": 0.0,
+        "pooling": "mean_max",
+    },
     "rnn_classifier": {"arch": "rnn_classifier", "embed_dim": 12, "hidden_size": 8, "dropout": 0.0},
     "gru_last": {
         "arch": "rnn_classifier",

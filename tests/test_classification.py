@@ -125,6 +125,10 @@ def test_metrics_against_hand_computed_values():
     assert m["confusion"] == [[2, 1, 0], [0, 1, 1], [0, 0, 1]]
     f1 = [2 * 1 * (2 / 3) / (1 + 2 / 3), 0.5, 2 * 0.5 * 1 / 1.5]  # per class P/R by hand
     assert m["macro_f1"] == pytest.approx(sum(f1) / 3)
+    assert m["uar"] == pytest.approx((2 / 3 + 1 / 2 + 1) / 3)  # recalls by hand
+    # a class never gold is not averaged into the UAR (it is into macro-F1, once predicted)
+    m = classification_metrics(torch.tensor([0, 2]), torch.tensor([0, 0]), 3)
+    assert m["uar"] == pytest.approx(1 / 2)
 
 
 def test_batches_are_a_pure_function_of_seed_and_epoch_and_cover_everything():

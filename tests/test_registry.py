@@ -22,9 +22,11 @@ def test_every_dataset_has_url_checksum_licence():
         "mnist",
         "sunspots",
         "cmn-eng",
+        "fsdd",
+        "emodb",
     }
     for ds in registry.DATASETS.values():
-        assert ds.licence and ds.files
+        assert ds.licence and (ds.files or ds.fetch)  # files, or a folder found or downloaded
         for f in ds.files:
             assert f.url.startswith(("http://", "https://"))
             assert all(len(d) == 64 for d in f.sha256)

@@ -50,6 +50,7 @@ TOPICS = [
     "12-vision-transformer",
     "13-serving",
     "14-spoken-digits",
+    "14b-emotion",
     "15-relative-positions",
 ]
 SECTIONS = [

@@ -32,6 +32,8 @@ STEPS = {"max_steps": 4, "eval_every": 4, "threads": 1, "log_every": 1000}
 DATES = {"dataset": "dates", "tokenizer": "char", "num_examples": 200, "val_examples": 8}
 #: Tatoeba's Chinese–English pairs, where the ``zh-en`` run reads them
 CMN_ENG_ZIP = Path(os.environ.get("SEQLAB_DATA_DIR", "/nonexistent")) / "cmn-eng" / "cmn-eng.zip"
+#: EmoDB's WAVs (the ``emodb`` run; its tests skip where the folder is missing)
+EMODB_WAVS = Path(os.environ.get("SEQLAB_DATA_DIR", "/nonexistent")) / "emodb" / "wav"
 
 
 def lm_raw(corpus: Any, **train_keys: Any) -> dict[str, Any]:
@@ -257,6 +259,23 @@ def _configs(root: Path) -> dict[str, dict[str, Any]]:
         },
         # Chinese→English on cmn-eng (needs CMN_ENG_ZIP): traditional input read as simplified
         "zh-en": zh_en_raw(),
+        # an emotion from a voice on EmoDB (needs EMODB_WAVS): a few steps of a small CNN
+        "emodb": {
+            "data": {
+                "dataset": "emodb",
+                "sample_rate": 8000,
+                "batch_size": 16,
+                "num_examples": 64,
+                "test_speaker": "16",
+            },
+            "model": {
+                "arch": "audio_classifier",
+                "features": {"n_mels": 16},
+                "augment": False,
+                "body": {"arch": "cnn_spectrogram", "widths": [4, 8], "dropout": 0.0},
+            },
+            "train": {**STEPS, "max_steps": 8, "eval_every": 8, "lr": 0.01},
+        },  # fmt: skip
         "fc-val": {
             "data": {
                 "dataset": "sine",

@@ -10,7 +10,8 @@ them. Neither ``make docs`` nor the tests run it.
 2. the serving page (``docs/serve.png``): the browser test against the demo's Transformer
    (``make demo`` first); a Chinese sentence translated by tutorial 10c's zh→en Transformer
    (``docs/serve-zh.png``) when its run exists; its audio panel recording a digit
-   (``docs/serve-audio.png``) when ``runs/fsdd-transformer`` exists;
+   (``docs/serve-audio.png``) when ``runs/fsdd-transformer`` exists, and an EmoDB sentence said
+   sadly (``docs/serve-emotion.png``) when tutorial 14b's ``runs/tutorials/emodb-cnn`` exists;
 3. the Multi30k curves (``docs/multi30k-bleu.png``, ``docs/multi30k-tiny-bleu.png``): ``seqlab
    curves`` over the runs of the Results page, only when ``runs/`` holds them (they take hours to
    train; the script names the missing runs and leaves those figures alone);
@@ -109,6 +110,18 @@ def serve() -> None:
         )  # fmt: skip
     else:
         print(f"docs/serve-zh.png: left as it is; train {chinese} first (tutorial 10c)")
+    data = Path(os.environ.get("SEQLAB_DATA_DIR", "../shared/data"))
+    emotion = "runs/tutorials/emodb-cnn"  # an emotion from the microphone (tutorial 14b's run)
+    if (ROOT / emotion / "run.json").is_file():
+        run(
+            sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "tests/test_serve_browser.py",
+            "-k", "microphone",
+            env={"SEQLAB_SERVE_AUDIO_RUN": emotion,
+                 "SEQLAB_AUDIO_WAV": str(data / "emodb/wav/08a02Tb.wav"),
+                 "SEQLAB_SERVE_SCREENSHOT_AUDIO": "docs/serve-emotion.png"},
+        )  # fmt: skip
+    else:
+        print(f"docs/serve-emotion.png: left as it is; run tutorial 14b first ({emotion})")
     audio = "runs/fsdd-transformer"  # the audio panel, recording a real digit (needs FSDD)
     if not (ROOT / audio).is_dir():
         print(

@@ -174,6 +174,7 @@ class DatasetSpec:
         citation: the work to cite for them.
         speakers: the speakers of a speech dataset, who ``data.test_speaker`` and
             ``data.val_speaker`` may hold out (none: those keys are refused with it).
+        fetch: for a folder of files: ``fetch()`` finds or downloads it, returns its path.
     """
 
     name: str
@@ -189,6 +190,7 @@ class DatasetSpec:
     licence: str = ""
     citation: str = ""
     speakers: tuple[str, ...] = ()
+    fetch: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)

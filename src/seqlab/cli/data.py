@@ -21,6 +21,9 @@ def cmd_data_list(args: argparse.Namespace) -> int:
     for record in records:
         task = record.task.replace("_", " ")
         print(f"{record.name:20s} {task:18s} {record.summary}")
+        if record.fetch is not None:
+            print(f"{'':20s} a folder: seqlab data fetch {record.name}; licence: {record.licence}")
+            continue
         if not record.files:
             where = "your file, data.path" if record.needs_path else "nothing to fetch"
             print(f"{'':20s} {where}")
@@ -39,7 +42,7 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     names = list(registry.downloadable()) if args.names == ["all"] else args.names
     for name in names:
         record = catalog.datasets().get(name)
-        if record is not None and not record.files:
+        if record is not None and not record.files and record.fetch is None:
             what = "reads your file (data.path)" if record.needs_path else "has no files"
             print(f"{name}: {what}; nothing to fetch")
             continue

@@ -32,6 +32,11 @@ class SpectrogramCNNConfig(ModelConfigBase):
         [16, 32, 64], description="channels of each block (two 3×3 convolutions, a 2×2 pool)"
     )
     dropout: Probability = 0.3
+    pooling: Literal["max", "mean_max"] = Field(
+        "max",
+        description="over each clip's frames at the end: the maximum (a word's peak), or the "
+        "mean and the maximum side by side (a property of the whole utterance, as an emotion)",
+    )
 
 
 #: the classifiers the front end feeds (``model.body.arch``)

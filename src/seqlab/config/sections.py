@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -171,6 +172,20 @@ class DataConfig(Strict):
         description="fsdd: these speakers' clips are in no split (a further speaker held out "
         "of the run, for a choice made after validation)",
     )
+
+    @field_validator("test_speaker", "val_speaker", "exclude_speakers", mode="before")
+    @classmethod
+    def _speaker_text(cls, value: object, info: ValidationInfo) -> object:
+        # YAML reads 03 as the number 3: a speaker's name is text, and which text a number
+        # meant (03 or 3) is not guessed
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, int | float) and not isinstance(item, bool):
+                raise ValueError(
+                    f"speaker names are text, and YAML read {item!r} as a number: quote it "
+                    f'(in a file {info.field_name}: "03"; on the command line '
+                    f"'data.{info.field_name}=\"03\"')"
+                )
+        return value
 
     @model_validator(mode="after")
     def _languages_differ(self) -> DataConfig:

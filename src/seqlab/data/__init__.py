@@ -11,6 +11,7 @@ from seqlab.data import (  # noqa: F401
     classification,
     cmn_eng,
     dates,
+    emodb,
     images,
     lm_corpus,
     parallel,

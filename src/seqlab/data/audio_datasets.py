@@ -39,7 +39,7 @@ import shutil
 import tarfile
 import urllib.request
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -55,6 +55,7 @@ __all__ = [
     "FSDD_SPEAKERS",
     "MAX_SECONDS",
     "AudioError",
+    "dataset_folder",
     "download_fsdd",
     "fsdd_manifest",
     "fsdd_recordings",
@@ -103,24 +104,33 @@ def fsdd_recordings(download: bool = True, url: str = FSDD_URL) -> Path:
     """The folder of FSDD's recordings: ``$SEQLAB_DATA_DIR/fsdd/recordings`` or the cache's,
     whichever exists first, else downloaded into the cache (:func:`download_fsdd`). Its files
     are verified when read (:func:`load_fsdd`)."""
+    return dataset_folder(
+        "fsdd", "recordings", (lambda: download_fsdd(url)) if download else None, url
+    )
+
+
+def dataset_folder(dataset: str, sub: str, download: Callable[[], Path] | None, url: str) -> Path:
+    """``$SEQLAB_DATA_DIR/dataset/sub`` or the cache's, whichever exists first, else what
+    ``download()`` returns (not when None or offline); else a :class:`DataError` naming every
+    place looked and how to provide the folder."""
     mirror = mirror_dir()
-    places = [] if mirror is None else [mirror / "fsdd" / "recordings"]
-    places.append(cache_dir() / "fsdd" / "recordings")
+    places = [] if mirror is None else [mirror / dataset / sub]
+    places.append(cache_dir() / dataset / sub)
     for place in places:
         if place.is_dir():
             return place
-    if download and not _offline():
+    if download is not None and not _offline():
         try:
-            return download_fsdd(url)
+            return download()
         except OSError as exc:
             failure = f"the download from {url} failed: {exc}"
     else:
         failure = "downloads are disabled (SEQLAB_OFFLINE=1)" if _offline() else "no download"
     looked = "\n".join(f"  - {p}" for p in places)
     raise DataError(
-        f"dataset fsdd not found: no recordings folder in\n{looked}\nand {failure}.\n"
-        f"To provide it: set {DATA_DIR_ENV} to a folder holding fsdd/recordings/*.wav, or put "
-        f"the recordings at {places[-1]}, or run again with network access (source: {url})."
+        f"dataset {dataset} not found: no {sub} folder in\n{looked}\nand {failure}.\n"
+        f"To provide it: set {DATA_DIR_ENV} to a folder holding {dataset}/{sub}/*.wav, or put "
+        f"the files at {places[-1]}, or run again with network access (source: {url})."
     )
 
 
@@ -381,6 +391,7 @@ register_dataset(
         labels=FSDD_LABELS,
         eval_split="test",
         speakers=FSDD_SPEAKERS,
+        fetch=fsdd_recordings,
         summary="Free Spoken Digit Dataset: spoken digits 0-9, 6 speakers, 8 kHz (Jackson et al.)",
         licence="CC BY-SA 4.0 (the dataset's README)",
         citation="Jackson, Z., Souza, C., Flaks, J., Pan, Y., Nicolas, H., Thite, A. Free Spoken "

@@ -37,8 +37,9 @@ OFFLINE_ENV = "SEQLAB_OFFLINE"
 
 
 def downloadable() -> dict[str, DatasetSpec]:
-    """Every dataset of the catalog with files to fetch (:attr:`DatasetSpec.files`), by name."""
-    return {name: spec for name, spec in catalog.datasets().items() if spec.files}
+    """Every dataset of the catalog with files or a folder to fetch (:attr:`DatasetSpec.files`,
+    :attr:`DatasetSpec.fetch`), by name."""
+    return {name: spec for name, spec in catalog.datasets().items() if spec.files or spec.fetch}
 
 
 def __getattr__(name: str) -> object:
@@ -210,8 +211,12 @@ def _download(dataset: str, entry: DataFile) -> Path:
 
 
 def fetch(dataset: str) -> list[Path]:
-    """Resolve every file of a dataset (downloading what is missing)."""
-    return [resolve(dataset, f.name) for f in get_dataset(dataset).files]
+    """Resolve every file of a dataset (downloading what is missing); a dataset that is a
+    folder (:attr:`DatasetSpec.fetch`): that folder."""
+    spec = get_dataset(dataset)
+    if spec.fetch is not None:
+        return [spec.fetch()]
+    return [resolve(dataset, f.name) for f in spec.files]
 
 
 def status(dataset: str) -> list[tuple[str, Path | None]]:

@@ -7,8 +7,10 @@ is two 3×3 convolutions (same padding, batch norm, ReLU) and a 2×2 max-pool ov
 time; the kernels slide along the mel axis as well as along time, so a formant pattern moved up
 or down a few channels (a shorter or longer vocal tract) meets the same filter — the invariance
 a 1-D CNN over frames (:mod:`seqlab.models.cnn_text`) lacks, whose filters see every mel channel
-at a fixed place. The last block's map is max-pooled over each clip's own frames and flattened
-over what is left of the frequency axis, then dropout and the linear head.
+at a fixed place. The last block's map is max-pooled over each clip's own frames (with
+``pooling: mean_max`` also averaged over them, the two side by side: statistics pooling, as
+utterance-level paralinguistic features take both) and flattened over what is left of the
+frequency axis, then dropout and the linear head.
 
 **Padding**: past each clip's end every block's input is zero (the frames are, and each
 convolution's output is re-zeroed there), and the pools round up (``ceil_mode``), so a clip's
@@ -51,7 +53,8 @@ class SpectrogramCNN(nn.Module):
             width, height = out, -(-height // 2)
         self.pool = nn.MaxPool2d(2, ceil_mode=True)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.head = nn.Linear(width * height, num_classes)
+        self.mean_max = cfg.pooling == "mean_max"
+        self.head = nn.Linear(width * height * (2 if self.mean_max else 1), num_classes)
 
     def forward(self, frames: Tensor, lengths: Tensor | None = None) -> Tensor:
         """Shape: frames ``(B, T, F)``, lengths ``(B,)`` -> logits ``(B, C)``."""
@@ -67,4 +70,7 @@ class SpectrogramCNN(nn.Module):
             x, n = self.pool(x), (n + 1) // 2  # (B, K, ceil(F'/2), ceil(T'/2))
         real = torch.arange(x.shape[-1], device=x.device)[None, :] < n.clamp(min=1)[:, None]
         pooled = x.masked_fill(~real[:, None, None, :], float("-inf")).amax(-1)  # (B, K, F')
+        if self.mean_max:
+            total = x.masked_fill(~real[:, None, None, :], 0.0).sum(-1)  # (B, K, F')
+            pooled = torch.cat([pooled, total / n.clamp(min=1)[:, None, None]], 1)  # (B, 2K, F')
         return self.head(self.dropout(pooled.flatten(1)))  # (B, C)

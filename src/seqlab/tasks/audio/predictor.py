@@ -338,10 +338,10 @@ class ClipClassifier(Classifier):
         return [c.samples for c, _ in examples[split]], [label for _, label in examples[split]]
 
     def score(self, items: Any, labels: Any) -> dict[str, Any]:
-        """Accuracy, macro-F1 and the confusion matrix (the classifiers' own); a recording with
-        no speech has no label to score and is refused."""
-        if items and isinstance(items[0], Tensor):  # clips of a split, read already
-            items = [(w.numpy(), self.rate) for w in items]
+        """The classifiers' scores; no speech is refused. A split's clips (tensors) stay as read:
+        resampled, they may overshoot full scale a little, which a user's array may not."""
+        if items and isinstance(items[0], Tensor):
+            items = [Clip(w, self.rate, f"clip {i}") for i, w in enumerate(items, start=1)]
         waves, names, _ = self._many(items)
         silent = [(n, s) for n, s in zip(names, self.speech_of(waves), strict=True) if not s.heard]
         if silent:

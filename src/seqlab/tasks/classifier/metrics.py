@@ -18,7 +18,9 @@ from seqlab.tasks.report import Report
 
 
 def classification_metrics(pred: Tensor, gold: Tensor, num_classes: int) -> dict[str, Any]:
-    """Accuracy, macro-F1 and the confusion matrix (rows true, columns predicted)."""
+    """Accuracy, unweighted average recall (``uar``: the mean of the per-class recalls over the
+    classes that occur in ``gold``, the measure of emotion recognition, Schuller et al. 2009),
+    macro-F1 and the confusion matrix (rows true, columns predicted)."""
     confusion = torch.zeros(num_classes, num_classes, dtype=torch.long)
     confusion.index_put_((gold, pred), torch.ones_like(gold), accumulate=True)
     tp = confusion.diag().double()
@@ -28,8 +30,10 @@ def classification_metrics(pred: Tensor, gold: Tensor, num_classes: int) -> dict
         precision + recall > 0, 2 * precision * recall / (precision + recall), torch.zeros_like(tp)
     )
     present = (confusion.sum(1) + confusion.sum(0)) > 0  # classes seen as gold or prediction
+    occurs = confusion.sum(1) > 0  # classes seen as gold
     return {
         "accuracy": float(tp.sum() / max(len(gold), 1)),
+        "uar": float(recall[occurs].mean()) if occurs.any() else 0.0,
         "macro_f1": float(f1[present].mean()) if present.any() else 0.0,
         "confusion": confusion.tolist(),
         "examples": len(gold),
@@ -43,7 +47,8 @@ class ClassificationReport(Report):
     def summary(self) -> str:
         s = self.scores
         return (
-            f"{self.where}: accuracy {s['accuracy']:.2%}  macro-F1 {s['macro_f1']:.4f}  "
+            f"{self.where}: accuracy {s['accuracy']:.2%}  UAR {s['uar']:.2%}  "
+            f"macro-F1 {s['macro_f1']:.4f}  "
             f"({s['examples']} examples; {self.checkpoint})"
         )
 
