@@ -75,6 +75,9 @@ CREATED = re.compile(r"""--out["',\s]+(runs/[\w.$/-]*[\w$])""")
 CONFIG = re.compile(r"(?<![\w/.-])(?:configs/[\w.-]+|[\w.-]+)\.ya?ml\b")
 DATASET_OVERRIDE = re.compile(r"\bdata\.dataset=([\w-]+)")
 FETCH = re.compile(r"\bseqlab\s+data\s+(?:fetch|stats)\s+([\w-]+)")
+#: a packaged config by name (``seqlab train cmn-eng-zh-en-transformer``), a shell variable in it
+#: standing for any part (``cmn-eng-$r``)
+PACKAGED = re.compile(r"\bseqlab\s+train\s+([\w$.-]+)(?=\s|$)")
 TRAIN = re.compile(r"(?:^|[\s;&|(])(?:-m\s+)?seqlab\s+train\s")
 
 # --------------------------------------------------------------------- what the pages read
@@ -279,6 +282,13 @@ def datasets_in(code: str) -> set[str]:
         override = DATASET_OVERRIDE.search(line)
         for config in CONFIG.findall(line):
             found.add(override.group(1) if override else dataset_of_config(config))
+        for name in PACKAGED.findall(line):
+            if not name.endswith((".yaml", ".yml")):
+                pattern = re.sub(r"\$\{?\w+\}?", "*", name)
+                for file in sorted((ROOT / "configs").glob(f"{pattern}.yaml")):
+                    found.add(
+                        override.group(1) if override else dataset_of_config(f"configs/{file.name}")
+                    )
     known = catalog.datasets()
     return {n for n in found if n in known and not known[n].needs_path and n not in GENERATED}
 
