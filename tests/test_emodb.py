@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import warnings
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -220,3 +221,34 @@ def test_evaluate_scores_the_test_actor_as_its_files_do(tiny_runs):
     )
     assert report["examples"] == len(mine) == 71
     assert report["confusion"] == by_path["confusion"] and report["uar"] == by_path["uar"]
+
+
+def test_the_release_is_downloaded_into_the_cache_and_a_bad_archive_keeps_nothing(
+    tmp_path, monkeypatch
+):
+    """``download_emodb`` on a local zip laid out as the release (``wav/NAME``, 16 kHz; a
+    ``file://`` URL, offline): its WAVs land in the cache's ``emodb/wav`` at once."""
+    from seqlab.data.emodb import download_emodb
+
+    monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "cache"))
+    originals = _fake_original(tmp_path / "release")
+    archive = tmp_path / "download.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for name in NAMES:
+            out.write(originals / name, f"wav/{name}")
+        out.writestr("erkennung.txt", "not a wav")
+    folder = download_emodb(archive.as_uri())
+    assert folder == tmp_path / "cache" / "emodb" / "wav" and emodb_variant(folder) == "original"
+    assert sorted(p.name for p in folder.iterdir()) == NAMES
+    (tmp_path / "bad.zip").write_bytes(b"not a zip")
+    monkeypatch.setenv("SEQLAB_CACHE_DIR", str(tmp_path / "other"))
+    with pytest.raises(DataError, match="not a readable zip archive.*nothing was kept"):
+        download_emodb((tmp_path / "bad.zip").as_uri())
+    assert not (tmp_path / "other" / "emodb" / "wav").exists()
+    with zipfile.ZipFile(tmp_path / "short.zip", "w") as out:  # a file missing
+        for name in NAMES[1:]:
+            out.write(originals / name, f"wav/{name}")
+    with pytest.raises(DataError, match=rf"1 missing \(first {NAMES[0]}\)"):
+        download_emodb((tmp_path / "short.zip").as_uri())
+    assert not (tmp_path / "other" / "emodb" / "wav").exists()
+    assert [p.name for p in (tmp_path / "other" / "emodb").iterdir()] == []  # no work folder
