@@ -12,7 +12,7 @@ export SEQLAB_DATA_DIR ?= $(SHARED_DATA)
 endif
 export PYTHONHASHSEED := 0
 
-.PHONY: install fonts test check format demo bench docs figures lab clean
+.PHONY: install fonts test test-all check format demo bench docs figures lab clean
 
 install: $(STAMP)
 
@@ -33,7 +33,13 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) -m seqlab demo dates --out runs/demo
 
+# Two tiers (pyproject.toml's `slow` marker): `make test`, every module's contracts, before each
+# commit (~4 min on 2 cores); `make test-all`, also the tutorials, the doc blocks that train,
+# torchrun, the browser and bf16 beside fp32 everywhere (~12 min; what CI runs).
 test: install
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
+
+test-all: install
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 check: install

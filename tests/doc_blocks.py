@@ -55,6 +55,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import yaml
@@ -155,6 +156,28 @@ DATASET_PAGES = (
     "docs/reference/data.md",
     "docs/results.md",
 )
+#: the pages whose blocks run in the default tier (``make test``): each page's blocks in under ten
+#: seconds in all (2 cores, AVX2, measured with ``pytest --durations``); the others train several
+#: runs (17-200 s a page) and run in the full tier (``make test-all``). A page's blocks run in page
+#: order, so a page is in one tier whole.
+FAST_PAGES = frozenset(
+    {
+        "README.md",
+        "docs/index.md",
+        "docs/howto/serve.md",
+        "docs/howto/gpu.md",
+        "docs/reference/python.md",
+        "docs/design/extending.md",
+    }
+)
+
+
+def by_tier(blocks: list[Block]) -> list[Any]:
+    """``blocks`` as pytest parameters, those of the pages not in :data:`FAST_PAGES` marked
+    ``slow``."""
+    return [b if b.page in FAST_PAGES else pytest.param(b, marks=pytest.mark.slow) for b in blocks]
+
+
 #: datasets seqlab generates itself (no files)
 GENERATED = {"dates", "sine"}
 

@@ -1,10 +1,12 @@
 """Renamed option values and keyword arguments: the old names keep working, with one warning."""
 
 import warnings
+from pathlib import Path
 
 import pytest
 import yaml
 
+import seqlab
 from conftest import run_offline
 from seqlab import deprecation
 from seqlab.config import config_from_dict, save_config
@@ -115,52 +117,40 @@ def test_renamed_kwargs_accepts_the_old_keyword_with_a_deprecation_warning():
         f(1, need_attention=True, need_weights=True)
 
 
-def test_old_keyword_spellings_of_the_python_api_give_the_same_results():
-    """need_attention / return_attention -> need_weights; valid_lens / src_len -> lengths."""
+def test_the_inner_code_has_no_renamed_keywords():
+    """The building blocks, the model's decoding steps and the searches take their keywords as
+    written: old spellings were read at the edges only (issue 62), so no wrapper runs per call."""
+    root = Path(seqlab.__file__).parent
+    inner = [*sorted((root / "nn").glob("*.py")), root / "models" / "search.py"]
+    inner.append(root / "models" / "encoder_decoder.py")
+    assert [p.name for p in inner if "renamed_kwargs" in p.read_text(encoding="utf-8")] == []
+
+
+def test_old_keyword_spellings_removed_from_the_inner_code_fail_by_name():
+    """need_attention / return_attention -> need_weights; valid_lens / src_len -> lengths: renamed
+    on 2026-11-23, removed from nn/ and the searches on 2026-12-02 (the changelog's table); a call
+    with one is Python's TypeError naming it, never a silent default."""
     import torch
 
     from conftest import make_encoder_decoder, random_translation_batch
     from seqlab.models.search import beam_search, greedy_search
     from seqlab.nn.attention import masked_softmax
-    from seqlab.nn.transformer import Decoder, Encoder
+    from seqlab.nn.transformer import Encoder
 
     scores, lens = torch.randn(2, 3, 5), torch.tensor([2, 5])
-    with pytest.warns(DeprecationWarning, match="valid_lens="):
-        old = masked_softmax(scores, valid_lens=lens)
-    torch.testing.assert_close(old, masked_softmax(scores, lengths=lens))
-
+    with pytest.raises(TypeError, match="valid_lens"):
+        masked_softmax(scores, valid_lens=lens)
     enc = Encoder(9, d_model=8, num_heads=2, num_layers=1, d_ff=16).eval()
-    dec = Decoder(9, d_model=8, num_heads=2, num_layers=1, d_ff=16).eval()
-    src, tgt = torch.randint(4, 9, (2, 5)), torch.randint(4, 9, (2, 4))
-    with pytest.warns(DeprecationWarning, match="is deprecated"):
-        memory, old_w = enc(src, valid_lens=lens, return_attention=True)
-    new_memory, new_w = enc(src, lengths=lens, need_weights=True)
-    torch.testing.assert_close(memory, new_memory)
-    torch.testing.assert_close(old_w, new_w)
-    with pytest.warns(DeprecationWarning, match="is deprecated"):
-        old_out = dec(tgt, memory, memory_valid_lens=lens, return_attention=True)
-    new_out = dec(tgt, memory, memory_lengths=lens, need_weights=True)
-    torch.testing.assert_close(old_out.hidden, new_out.hidden)
-    torch.testing.assert_close(old_out.cross_attention, new_out.cross_attention)
-
+    with pytest.raises(TypeError, match="return_attention"):
+        enc(torch.randint(4, 9, (2, 5)), lengths=lens, return_attention=True)
     model = make_encoder_decoder("bahdanau-1").eval()
     batch = random_translation_batch()
-    with pytest.warns(DeprecationWarning, match="src_len"):
-        assert batch.src_len is batch.src_lengths
     memory = model.encode(batch.src, batch.src_lengths)
-    with pytest.warns(DeprecationWarning, match="need_attention"):
-        _, old_w = model.decode(memory, batch.tgt_in, need_attention=True)
-    torch.testing.assert_close(old_w, model.decode(memory, batch.tgt_in, need_weights=True)[1])
-
-    def best(found):  # greedy: one Hypothesis per sentence; beam: an n-best list per sentence
-        return found[0][0] if isinstance(found[0], list) else found[0]
-
+    with pytest.raises(TypeError, match="need_attention"):
+        model.decode(memory, batch.tgt_in, need_attention=True)
     for search in (greedy_search, beam_search):
-        with pytest.warns(DeprecationWarning, match="is deprecated"):
-            old = best(search(model, batch.src, src_len=batch.src_lengths, need_attention=True))
-        new = best(search(model, batch.src, src_lengths=batch.src_lengths, need_weights=True))
-        assert old.tokens == new.tokens
-        torch.testing.assert_close(old.attention, new.attention)
+        with pytest.raises(TypeError, match="src_len"):
+            search(model, batch.src, src_len=batch.src_lengths)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,6 @@ BLOCKS = [b for b in ALL if b.page in D.DATASET_PAGES]
 pages = D.pages  # the fixture: every page's sandbox, its tiny runs and servers
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.id)
+@pytest.mark.parametrize("block", D.by_tier(BLOCKS), ids=lambda b: b.id)
 def test_a_documented_block_runs(block, pages):
     D.run_or_skip(block, pages)

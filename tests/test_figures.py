@@ -9,7 +9,7 @@ import pytest
 import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from seqlab import plotting
+from seqlab import figure_files, plotting, plotting_heatmaps
 from seqlab.analysis.attention_scaling import measure, plot_scaling
 from seqlab.analysis.layer_costs_report import plot_layer_costs
 from seqlab.demos.vit_vs_cnn import plot_vit_vs_cnn
@@ -21,17 +21,19 @@ TOKENS = ["$x_{2}$", "a$b$", "\\$", "cat"]
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """The figures written through ``plotting.save_figure`` during the test, after it drew them
-    (``savefig`` draws the whole figure, so each text holds what the PNG shows)."""
+    """The figures written through ``figure_files.save_figure`` by the line plots and the heatmaps
+    during the test, after it drew them (``savefig`` draws the whole figure, so each text holds
+    what the PNG shows)."""
     figures = []
-    real = plotting.save_figure
+    real = figure_files.save_figure
 
     def spy(fig, path, dpi=120):
         out = real(fig, path, dpi)
         figures.append(fig)
         return out
 
-    monkeypatch.setattr(plotting, "save_figure", spy)
+    for module in (plotting, plotting_heatmaps):  # where the figures look it up
+        monkeypatch.setattr(module, "save_figure", spy)
     return figures
 
 

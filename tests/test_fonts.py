@@ -12,7 +12,7 @@ import torch
 from matplotlib import font_manager
 
 import seqlab.fonts
-import seqlab.plotting
+import seqlab.plotting_heatmaps
 from seqlab.fonts import MissingGlyphWarning, cjk_characters, installed_cjk_families
 from seqlab.plotting import attention_figure, plot_attention
 
@@ -77,7 +77,7 @@ def test_without_a_cjk_font_one_warning_names_the_characters_and_the_fix(monkeyp
 def test_latin_figures_keep_their_font(monkeypatch):
     tokens = ["▁I", "▁love", "▁it", "."]
     fig = attention_figure(WEIGHTS[:4, :4], tokens, tokens, title="Attention weights")
-    monkeypatch.setattr(seqlab.plotting, "use_cjk_fonts", lambda fig: [])
+    monkeypatch.setattr(seqlab.plotting_heatmaps, "use_cjk_fonts", lambda fig: [])
     plain = attention_figure(WEIGHTS[:4, :4], tokens, tokens, title="Attention weights")
     try:
         for text in fig.findobj(matplotlib.text.Text):

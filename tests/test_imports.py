@@ -89,6 +89,7 @@ def test_loading_a_run_imports_its_task_and_no_other_nor_their_models(tiny_runs,
     }
     assert catalog.BUILTIN_MODELS[arch] in names
     assert _arch_modules(names) & others == set(), "another task's architecture was imported"
+    assert _under(names, "seqlab.training") == [], "loading a run imported training code"
 
 
 def test_the_measurement_sees_another_task(tiny_runs):
@@ -126,3 +127,55 @@ def test_the_catalog_names_the_module_that_registers_each_of_its_own_records():
         for m in registered.values()
         if m not in catalog.BUILTIN_MODELS.values()
     )
+
+
+TRAIN = """
+import seqlab.training.trainer as trainer
+
+
+class Stop(Exception):
+    pass
+
+
+def fit(self):  # the data, the model and the run directory are ready: stop before step 1
+    raise Stop
+
+
+trainer.Trainer.fit = fit
+from seqlab.cli import main
+
+try:
+    main(["train", sys.argv[1], "--out", sys.argv[2]])
+except Stop:
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("plant", "expected"),
+    [
+        ("", {"seqlab.tasks.translation"}),
+        ("import seqlab.tasks.audio", {"seqlab.tasks.translation", "seqlab.tasks.audio"}),
+    ],
+    ids=["as-shipped", "planted-import"],
+)
+def test_training_a_translation_config_imports_no_other_task(tmp_path, plant, expected):
+    """``seqlab train`` of a translation config, up to its first step, imports the translation
+    task alone (no listing of every task on the way: the run directory's files are asked of the
+    run's own task); the same measurement with an import of another task planted sees it."""
+    names = imported(
+        textwrap.dedent(TRAIN), "dates-transformer", str(tmp_path / "run"), before=plant
+    )
+    print(f"seqlab train dates-transformer: {len(names)} seqlab modules by the first step")
+    assert _task_packages(names) == expected
+
+
+def test_checking_an_output_in_a_run_asks_that_runs_task_alone(tiny_runs):
+    """Whether a file may be written in a run directory is asked of the run's own task (its
+    artefacts), so the check imports that task and no other."""
+    call = (
+        "import seqlab.storage.outputs as o, pathlib; run = pathlib.Path(sys.argv[1]); "
+        "o.check_not_run_file(run / 'new.txt', '--output')"
+    )
+    names = imported(call, str(tiny_runs["fc"]))
+    assert _task_packages(names) == {"seqlab.tasks.forecasting"}

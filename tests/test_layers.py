@@ -36,15 +36,16 @@ imports no ``seqlab.training`` module (how many modules config validation and lo
 
 The order, as the modules use each other:
 
-1. ``errors``, ``tokens``, ``deprecation``, ``catalog``, ``audio_limits``: the words every layer
+1. ``errors``, ``tokens``, ``deprecation``, ``catalog`` (its ``records``), ``audio_limits``: the words every layer
    shares. They import nothing of seqlab, so that every layer can register its models, datasets,
    cells and task rules in the catalog.
 2. ``runtime`` (precision, machine, progress, allocator), ``atomic``: the process, and safe file
    writing, used from the data readers to the CLI.
-3. ``config`` (its sections, the experiment, its YAML files and overrides), ``plotting``,
-   ``fonts``: the experiment's configuration and the figures (with the fonts their CJK text
-   needs), written with layer 2; the dataset statistics draw figures, so plotting sits below
-   ``data``.
+3. ``config`` (its sections, the experiment, its YAML files and overrides), ``plotting`` (the
+   line plots), ``plotting_heatmaps`` (attention and other matrices), ``figure_files`` (a figure
+   written as a PNG), ``fonts``: the experiment's configuration and the figures (with the fonts
+   their CJK text needs), written with layer 2; the dataset statistics draw figures, so plotting
+   sits below ``data``.
 4. ``nn``: the building blocks (they read their cell records in the catalog).
 5. ``models`` (built from blocks and a model config), ``data``: neither knows the other.
 6. ``storage`` (the run directory, checkpoints, outputs, the user's text files), ``objective``
@@ -84,9 +85,9 @@ PACKAGE = Path(seqlab.__file__).parent
 #: the layers, lowest first (the module docstring says why): module prefixes below ``seqlab``,
 #: ``""`` being the package's own ``__init__``; a module belongs to the longest prefix naming it
 LAYERS: list[set[str]] = [
-    {"errors", "tokens", "deprecation", "catalog", "audio_limits"},
+    {"errors", "tokens", "deprecation", "catalog", "records", "audio_limits"},
     {"runtime", "atomic"},
-    {"config", "plotting", "fonts"},
+    {"config", "plotting", "plotting_heatmaps", "figure_files", "fonts"},
     {"nn"},
     {"models", "data"},
     {"storage", "objective", "export", "serving"},

@@ -87,6 +87,7 @@ def test_too_few_evaluation_characters_are_refused_before_training(tmp_path, cap
     assert not (tmp_path / "e").exists()
 
 
+@pytest.mark.slow  # trains four runs (50 s); the demo's parts are tested above
 def test_tiny_run_end_to_end_and_reused(tmp_path, capsys):
     """Through the command line twice: the second call reads the runs again (not retrained) and
     its output folder keeps them (files it did not write again would be removed)."""

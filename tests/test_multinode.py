@@ -19,7 +19,11 @@ from seqlab.storage.checkpoints import read_meta
 from seqlab.storage.rundir import RunDir
 from seqlab.training.callbacks import read_metrics
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback")
+#: the full tier (24 s): two processes over gloo stay in the default tier (tests/test_trainer.py)
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="gloo over loopback"),
+    pytest.mark.slow,
+]
 
 KILL_AFTER_CHECKPOINT = textwrap.dedent(
     """

@@ -141,6 +141,7 @@ def server(tiny_runs, tmp_path_factory):
         yield url
 
 
+@pytest.mark.slow
 def test_translate_and_explore_attention_in_chromium(server, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -331,6 +332,7 @@ def _drawn_in(driver, selector: str) -> list[set[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_translate_chinese_typed_in_traditional_characters_in_chromium(zh_server, tmp_path):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -444,6 +446,7 @@ def test_classify_texts_in_chromium(server, tmp_path):
         driver.quit()
 
 
+@pytest.mark.slow
 def test_classify_an_image_with_its_rollout_in_chromium(server, tmp_path):
     from PIL import Image
     from selenium.webdriver.common.by import By
@@ -479,6 +482,7 @@ def test_classify_an_image_with_its_rollout_in_chromium(server, tmp_path):
         driver.quit()
 
 
+@pytest.mark.slow
 def test_generate_streams_tokens_in_chromium(server, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -521,6 +525,7 @@ def _forecast_shown(driver):
     return [float(v) for v in text.removeprefix("forecast: ").split(", ")]
 
 
+@pytest.mark.slow
 def test_forecast_from_values_and_from_a_csv_in_chromium(server, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -581,6 +586,7 @@ def _answer(driver, wait):
     return json.loads(driver.find_element(By.ID, "answer").get_attribute("textContent"))
 
 
+@pytest.mark.slow
 def test_a_task_without_a_panel_gets_a_form_from_its_request_schema(server, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -694,6 +700,7 @@ def _audio_shown(driver, answer):
     assert driver.find_element(By.ID, "audio-player").get_attribute("src").startswith("blob:")
 
 
+@pytest.mark.slow
 def test_classify_an_uploaded_wav_in_chromium(server, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -772,6 +779,7 @@ def _microphone(profile: Path, wav: Path):
     return driver
 
 
+@pytest.mark.slow
 def test_record_from_the_microphone_in_chromium(server, tmp_path):
     from selenium.webdriver.common.by import By
 

@@ -134,7 +134,16 @@ def test_page_opens_as_a_notebook(page):
     assert [c.source for c in again.cells] == [c.source for c in nb.cells]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=TOPICS)
+#: the page that runs in the default tier (``make test``; the others in the full tier, each 8-60 s
+#: at the smoke budget): the runner, its directives and a page's figures checked end to end
+FAST_PAGE = "03-text-pipeline"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [p if p.stem == FAST_PAGE else pytest.param(p, marks=pytest.mark.slow) for p in PAGES],
+    ids=TOPICS,
+)
 def test_page_runs_at_the_smoke_budget_and_draws_its_figures(page, tmp_path):
     pytest.importorskip("jupytext")
     if datasets(page) and not HAVE_DATA:

@@ -27,8 +27,9 @@ from seqlab.runtime.device import describe_device, resolve_device
 from seqlab.runtime.machine import machine, set_threads
 from seqlab.runtime.precision import resume_precision
 from seqlab.storage import checkpoints as ckpt
+from seqlab.storage.outputs import run_artefacts
 from seqlab.storage.rundir import RunDir, RunLock
-from seqlab.tasks import artefacts, build_experiment
+from seqlab.tasks import build_experiment, task_of
 from seqlab.training import distributed as dist
 from seqlab.training.callbacks import CurvePlot, MetricsLog, ProgressBar, append_record
 from seqlab.training.trainer import Callback, Trainer
@@ -169,7 +170,7 @@ def _train(
     elif cfg is None:
         raise ConfigError("a new run needs a config")
     else:
-        run.check_new(artefacts())
+        run.check_new(_artefacts(cfg, run_dir))
         cfg = absolute_data_path(cfg)
     if cfg.train.threads:
         set_threads(cfg.train.threads, "train.threads")
@@ -211,7 +212,9 @@ def _train(
             run_dir.mkdir(parents=True, exist_ok=True)
             if not resume:
                 lock.acquire()
-                run.check_new(artefacts())  # again, locked: no other run began here meanwhile
+                run.check_new(
+                    _artefacts(cfg, run_dir)
+                )  # again, locked: no other run began here meanwhile
             run.write_marker(run_json(trainer))
             run.write_config(cfg)
             if not resume:
@@ -231,3 +234,13 @@ def _train(
         trainer.close()
         dist.teardown()
     return summary
+
+
+def _artefacts(cfg: ExperimentConfig, run_dir: Path) -> set[str]:
+    """The files a new run of ``cfg`` may find in ``run_dir`` besides the run's own: its task's,
+    and those of the earlier run there without checkpoints (its own task's, from its config).
+    Asked of these tasks alone: training one task imports no other."""
+    names = set(task_of(cfg).artefacts)
+    if (Path(run_dir) / RunDir.CONFIG).is_file():
+        names |= run_artefacts(run_dir)
+    return names

@@ -23,7 +23,8 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.deprecation import renamed_kwargs
-from seqlab.plotting import plot_attention, plot_lines
+from seqlab.plotting import plot_lines
+from seqlab.plotting_heatmaps import plot_attention
 
 
 @renamed_kwargs(width="inverse_width")

@@ -55,7 +55,8 @@ def run_positional_demo(
     out_dir: str | Path, max_len: int = 60, d_model: int = 32
 ) -> dict[str, Any]:
     """Write the four figures and return the numbers (see the module docstring)."""
-    from seqlab.plotting import plot_heatmap, plot_lines  # deferred: matplotlib
+    from seqlab.plotting import plot_lines  # deferred: matplotlib
+    from seqlab.plotting_heatmaps import plot_heatmap  # deferred: matplotlib
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,9 @@ loaded into pydantic models. Every model forbids unknown keys, so a typo fails l
 key, the offending value and what is allowed. Command-line overrides use dotted paths
 (``train.lr=3e-4``) and go through exactly the same validation.
 
-- :mod:`seqlab.config.sections`: the sections (:class:`DataConfig`, :class:`ModelConfigBase`,
-  :class:`TrainConfig`, :class:`DecodeConfig`) and the checks within them;
+- :mod:`seqlab.config.data_section`, :mod:`seqlab.config.sections`: the sections
+  (:class:`DataConfig`; :class:`ModelConfigBase`, :class:`TrainConfig`, :class:`DecodeConfig`)
+  and the checks within them, on the base of :mod:`seqlab.config.strict` (:class:`Strict`);
 - :mod:`seqlab.config.experiment`: the whole experiment checked across its sections
   (:class:`ExperimentConfig`), read and written (:func:`load_config`, :func:`config_from_dict`,
   :func:`save_config`);
@@ -27,6 +28,13 @@ from __future__ import annotations
 
 from seqlab import catalog
 from seqlab.config.archs import MODEL_CONFIGS
+from seqlab.config.data_section import (
+    DataConfig,
+    DatasetName,
+    Language,
+    SubwordConfig,
+    check_speakers,
+)
 from seqlab.config.experiment import (
     ExperimentConfig,
     config_from_dict,
@@ -38,23 +46,14 @@ from seqlab.config.sections import (
     MAX_LR,
     AttentionName,
     CellName,
-    DataConfig,
-    DatasetName,
-    Decay,
     DecodeConfig,
-    Language,
     ModelConfigBase,
-    NonNegative,
     PositionsName,
-    Positive,
-    Probability,
-    Strict,
-    SubwordConfig,
     TrainConfig,
     check_heads,
     check_positions,
-    check_speakers,
 )
+from seqlab.config.strict import Decay, NonNegative, Positive, Probability, Strict
 
 __all__ = [
     "MAX_LR",

@@ -18,7 +18,8 @@ from seqlab.config.models import (
     TransformerClassifierConfig,
     ViTConfig,
 )
-from seqlab.config.sections import ModelConfigBase, NonNegative, Positive, Probability, Strict
+from seqlab.config.sections import ModelConfigBase
+from seqlab.config.strict import NonNegative, Positive, Probability, Strict
 
 
 class SpectrogramCNNConfig(ModelConfigBase):

@@ -2,8 +2,8 @@
 its file read, validated and written (:func:`load_config`, :func:`config_from_dict`,
 :func:`save_config`).
 
-The sections: :mod:`seqlab.config.sections`; the YAML, overrides and error report:
-:mod:`seqlab.config.files`.
+The sections: :mod:`seqlab.config.data_section`, :mod:`seqlab.config.sections`; the YAML,
+overrides and error report: :mod:`seqlab.config.files`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pydantic import Field, SerializeAsAny, ValidationError, field_validator, mo
 from seqlab import catalog
 from seqlab.atomic import atomic_write_text
 from seqlab.config.archs import model_config
+from seqlab.config.data_section import DataConfig
 from seqlab.config.files import (
     apply_overrides,
     find_config,
@@ -27,13 +28,8 @@ from seqlab.config.files import (
     short,
 )
 from seqlab.config.models import RNNLMConfig
-from seqlab.config.sections import (
-    DataConfig,
-    DecodeConfig,
-    ModelConfigBase,
-    Strict,
-    TrainConfig,
-)
+from seqlab.config.sections import DecodeConfig, ModelConfigBase, TrainConfig
+from seqlab.config.strict import Strict
 from seqlab.errors import ConfigError
 
 

@@ -19,13 +19,11 @@ from seqlab.config.sections import (
     AttentionName,
     CellName,
     ModelConfigBase,
-    NonNegative,
     PositionsName,
-    Positive,
-    Probability,
     check_heads,
     check_positions,
 )
+from seqlab.config.strict import NonNegative, Positive, Probability
 from seqlab.deprecation import renamed_value
 
 

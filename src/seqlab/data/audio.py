@@ -6,7 +6,8 @@ at the rate asked for, or refuses it with one line naming it and saying what was
 
 - a WAV file: a path, its bytes (``bytes``, ``bytearray``, ``memoryview``), or a file object
   opened in binary mode (read from where it stands; a text-mode file is refused). Decoding and
-  the header's checks: :mod:`seqlab.data.wav`.
+  the header's checks: :mod:`seqlab.data.wav`; its bytes with the header checked already
+  (:class:`~seqlab.data.wav.CheckedWav`, the server's) are decoded without reading it again.
 - ``(samples, rate)``: a NumPy array, a tensor or a list, and the rate in Hz as an ``int``, a
   NumPy integer or a whole ``float`` (``8000.0``; ``8000.5`` is refused). A bare array or
   tensor has no rate and is refused, saying to pass ``(samples, rate)``.
@@ -56,7 +57,7 @@ import torch
 from torch import Tensor
 
 from seqlab.audio_limits import LOCAL_LIMITS, MAX_RATE, MIN_RATE, SERVER_LIMITS, AudioLimits
-from seqlab.data.wav import AudioError, check_rate, decode_wav, wav_info
+from seqlab.data.wav import AudioError, CheckedWav, WavInfo, check_rate, decode_wav, wav_info
 
 __all__ = [
     "LOCAL_LIMITS",
@@ -78,8 +79,9 @@ MAX_ARRAY_CHANNELS, LAYOUT_RATIO = 8, 100
 #: channels whose average is this many dB below the loudest channel cancel each other out
 CANCEL_DB = 30.0
 
-#: what a clip can be read from (see the module)
-AudioSource = str | os.PathLike[str] | bytes | bytearray | memoryview | IO[bytes] | tuple[Any, Any]
+#: what a clip can be read from (see the module): a WAV file, or (samples, rate)
+_WavSource = str | os.PathLike[str] | bytes | bytearray | memoryview | IO[bytes] | CheckedWav
+AudioSource = _WavSource | tuple[Any, Any]
 
 
 class AudioWarning(UserWarning):
@@ -271,9 +273,12 @@ def _from_array(
     return _scaled(x, name), rate
 
 
-def _from_wav(fh: IO[bytes], name: str, max_seconds: float | None) -> tuple[np.ndarray, int]:
-    """``(N, C)`` float32 samples and their rate from a WAV file object (seekable, binary)."""
-    info = wav_info(fh, name)
+def _from_wav(
+    fh: IO[bytes], name: str, max_seconds: float | None, info: WavInfo | None = None
+) -> tuple[np.ndarray, int]:
+    """``(N, C)`` float32 samples and their rate from a WAV file object (seekable, binary);
+    ``info``: its header, checked already (else it is read and checked here)."""
+    info = info or wav_info(fh, name)
     _check_length(info.frames, info.rate, max_seconds, name)
     data = decode_wav(fh, info, name)
     _check_finite(data, info.rate, name)
@@ -319,6 +324,8 @@ def _samples_of(source: Any, name: str, max_seconds: float | None) -> tuple[np.n
         return _from_array(source, name, max_seconds)
     if isinstance(source, bytes | bytearray | memoryview):
         return _from_wav(io.BytesIO(bytes(source)), name, max_seconds)
+    if isinstance(source, CheckedWav):
+        return _from_wav(io.BytesIO(source.data), name, max_seconds, source.info)
     if isinstance(source, str | os.PathLike):
         try:
             with open(Path(source), "rb") as fh:
@@ -354,7 +361,8 @@ def load_clip(
     ``rate``); the one check every surface calls (see the module for the rules).
 
     Args:
-        source: a path, a WAV file's bytes or binary file object, or ``(samples, rate)``.
+        source: a path, a WAV file's bytes (or a :class:`~seqlab.data.wav.CheckedWav`) or
+            binary file object, or ``(samples, rate)``.
         rate: the rate wanted (Hz), or None to keep the source's.
         max_seconds: longer clips are refused before they are decoded (None: no limit).
         name: what messages call the source (default: :func:`source_name`).

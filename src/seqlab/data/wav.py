@@ -1,5 +1,6 @@
 """The WAV container: its header checked against the file before anything is decoded
-(:func:`wav_info`), then its samples decoded by libsndfile (:func:`decode_wav`).
+(:func:`wav_info`; held with the file's bytes, :func:`checked_wav`, it is not read again), then
+its samples decoded by libsndfile (:func:`decode_wav`).
 
 libsndfile (the ``soundfile`` package) reads 8-bit unsigned, 16/24/32-bit PCM and 32/64-bit
 float WAVs, any number of channels, any rate, but trusts the header: it reads a file cut short
@@ -152,6 +153,22 @@ def wav_info(fh: IO[bytes], name: str) -> WavInfo:
         ) from None
     check_rate(info.rate, name)
     return info
+
+
+@dataclass(frozen=True)
+class CheckedWav:
+    """A WAV file's bytes with the header :func:`wav_info` checked (:func:`checked_wav`): what
+    the server holds against its limits, then gives :func:`seqlab.data.audio.load_clip`, which
+    decodes it without reading the header again. ``name`` is what messages call it."""
+
+    data: bytes
+    info: WavInfo
+    name: str
+
+
+def checked_wav(data: bytes, name: str) -> CheckedWav:
+    """``data`` with its header checked (:func:`wav_info`, and its errors); nothing decoded."""
+    return CheckedWav(data, wav_info(io.BytesIO(data), name), name)
 
 
 def decode_wav(fh: IO[bytes], info: WavInfo, name: str) -> np.ndarray:

@@ -18,8 +18,9 @@ from typing import Any
 from seqlab.analysis.summary import claim, numbers_line, percent, run_precision
 from seqlab.config import load_config
 from seqlab.experiment import train
+from seqlab.storage.outputs import run_artefacts
 from seqlab.storage.rundir import RunDir
-from seqlab.tasks import artefacts, load
+from seqlab.tasks import load
 from seqlab.tasks.translation import load_pairs
 from seqlab.tasks.translation.figures import draw_alignment
 
@@ -39,7 +40,7 @@ LEARNED = 0.99
 def clear_earlier_run(run_dir: Path) -> None:
     """Remove ``run_dir`` if it is an earlier demo run; refuse anything else
     (:meth:`seqlab.storage.rundir.RunDir.clear`)."""
-    RunDir(run_dir).clear(artefacts(), also=DEMO_FILES, what="demo run")
+    RunDir(run_dir).clear(run_artefacts(run_dir), also=DEMO_FILES, what="demo run")
 
 
 def run_dates_demo(out_dir: str | Path, threads: int = 0, log=print) -> dict[str, dict[str, Any]]:

@@ -41,7 +41,7 @@ from seqlab.atomic import atomic_write_json
 from seqlab.config import config_from_dict, load_config
 from seqlab.demos.lm_comparisons import _train, _val_loss, _vocab_size
 from seqlab.errors import SeqlabError
-from seqlab.plotting import save_figure
+from seqlab.figure_files import save_figure
 from seqlab.storage.rundir import RunDir
 from seqlab.tasks import load
 from seqlab.tasks.language_modeling import load_corpus

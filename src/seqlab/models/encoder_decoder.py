@@ -35,7 +35,6 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import Tensor, nn
 
-from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.losses import masked_cross_entropy
 
 
@@ -121,7 +120,6 @@ class EncoderDecoder(nn.Module):
         rows = torch.arange(sentences, device=device).repeat_interleave(beams)  # (B·K,)
         return self.reorder_memory(memory, rows)
 
-    @renamed_kwargs(need_attention="need_weights")
     def decode(
         self, memory: Any, tgt_in: Tensor, *, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
@@ -133,7 +131,6 @@ class EncoderDecoder(nn.Module):
         logits, _, weights = self.run_decoder(memory, tgt_in, self.init_state(memory), need_weights)
         return logits, weights
 
-    @renamed_kwargs(need_attention="need_weights")
     def decode_step(
         self, memory: Any, state: Any, tokens: Tensor, *, need_weights: bool = False
     ) -> tuple[Tensor, Any, Tensor | None]:

@@ -29,7 +29,7 @@ from seqlab.nn.attention import causal_mask
 from seqlab.nn.attention_positions import relative_positions_for
 from seqlab.nn.positional_encoding import sinusoidal_table
 from seqlab.nn.rnn import recurrent_layer, run_layer
-from seqlab.nn.transformer import EncoderBlock
+from seqlab.nn.transformer_layers import EncoderBlock
 
 
 class WindowForecaster(nn.Module):

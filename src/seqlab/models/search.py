@@ -44,7 +44,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.deprecation import renamed_kwargs
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.vocab_select import best_extensions, best_tokens, group_max, log_normaliser
 from seqlab.tokens import BOS, EOS, PAD
@@ -152,7 +151,6 @@ def _append_attention(history: Tensor | None, attn: Tensor | None) -> Tensor | N
     return step if history is None else torch.cat([history, step], dim=1)  # (R, t + 1, S)
 
 
-@renamed_kwargs(src_len="src_lengths", need_attention="need_weights")
 @torch.no_grad()
 def greedy_search(
     model: EncoderDecoder,
@@ -232,7 +230,6 @@ def greedy_search(
     return results  # type: ignore[return-value]
 
 
-@renamed_kwargs(src_len="src_lengths", need_attention="need_weights")
 @torch.no_grad()
 def beam_search(
     model: EncoderDecoder,

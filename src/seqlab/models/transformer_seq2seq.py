@@ -34,7 +34,8 @@ from seqlab.catalog import ModelSpec, register_model
 from seqlab.config.models import TransformerConfig
 from seqlab.models.encoder_decoder import AttentionMaps, EncoderDecoder
 from seqlab.nn.kv_cache import KVCache
-from seqlab.nn.transformer import Decoder, DecoderCache, Encoder, SelfState
+from seqlab.nn.transformer import Decoder, DecoderCache, Encoder
+from seqlab.nn.transformer_layers import SelfState
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from seqlab.catalog import ModelSpec, register_model
 from seqlab.config.models import ViTConfig
 from seqlab.nn.attention_positions import AttentionPositions, relative_positions_for
 from seqlab.nn.positional_encoding import sinusoidal_table
-from seqlab.nn.transformer import EncoderBlock
+from seqlab.nn.transformer_layers import EncoderBlock
 
 
 def patchify(images: Tensor, patch: int) -> Tensor:

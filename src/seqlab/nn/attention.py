@@ -22,13 +22,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from seqlab.deprecation import renamed_kwargs
 from seqlab.nn.attention_positions import AttentionPositions
 from seqlab.nn.kv_cache import KVCache
 
 
 # ----------------------------------------------------------------------------------------- masks
-@renamed_kwargs(valid_lens="lengths")
 def padding_mask(lengths: Tensor, num_keys: int) -> Tensor:
     """Bool mask that lets each query see only the first ``lengths`` keys.
 
@@ -75,7 +73,6 @@ def _check_mask(mask: Tensor) -> None:
 
 
 # ---------------------------------------------------------------------------------- softmax
-@renamed_kwargs(valid_lens="lengths")
 def masked_softmax(
     scores: Tensor, mask: Tensor | None = None, lengths: Tensor | None = None
 ) -> Tensor:

@@ -47,8 +47,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from seqlab import catalog
 from seqlab.atomic import atomic_write_json, check_replaceable
+from seqlab.config.archs import model_config
 from seqlab.errors import SeqlabError
 
 MANIFEST = ".seqlab-output.json"
@@ -145,7 +148,11 @@ def check_not_run_file(path: str | Path, what: str) -> Path:
         if not (run.holds_training_files() or (folder / RunDir.CONFIG).is_file()):
             continue
         first = full.relative_to(folder).parts[0]
-        if first not in RunDir.FILES and not first.startswith(".") and first not in _artefacts():
+        if (
+            first not in RunDir.FILES
+            and not first.startswith(".")
+            and first not in run_artefacts(folder)
+        ):
             return path
         raise SeqlabError(
             f"{what} {path} is a file of the training run {folder} ({first}); seqlab never "
@@ -154,9 +161,21 @@ def check_not_run_file(path: str | Path, what: str) -> Path:
     return path
 
 
-def _artefacts() -> set[str]:
-    """Every file name a task may write into a run directory (the tasks' records)."""
-    return {name for task in catalog.tasks().values() for name in task.artefacts}
+def run_artefacts(folder: str | Path) -> set[str]:
+    """The file names the task of the run in ``folder`` writes there besides the run's own files,
+    asked of that task alone (its name from ``config.yaml``'s ``model.arch``); every task's when
+    the config is missing, unreadable or names no known architecture (refusing more, never
+    less)."""
+    try:
+        raw = yaml.safe_load((Path(folder) / "config.yaml").read_text(encoding="utf-8"))
+        arch = raw["model"]["arch"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError):
+        arch = None
+    config = model_config(arch)
+    spec = catalog.task(config.task) if config is not None else None
+    if spec is None:
+        return {name for task in catalog.tasks().values() for name in task.artefacts}
+    return set(spec.artefacts)
 
 
 def check_not_input(path: str | Path, inputs: dict[str, str | Path], what: str) -> Path:

@@ -9,7 +9,8 @@ callbacks (:mod:`seqlab.training.callbacks`). Validation is :mod:`seqlab.trainin
 the budgets :mod:`seqlab.training.budget`, Ctrl-C :mod:`seqlab.training.interrupts`, and what a
 run that diverged says :mod:`seqlab.training.divergence`.
 
-**A step** (:meth:`Trainer.train_step`) takes ``train.accumulate`` minibatches of this process
+**A step** (:meth:`Trainer.train_step`, taken by :class:`seqlab.training.train_step.TrainStep`,
+which owns the loss module) takes ``train.accumulate`` minibatches of this process
 (:class:`seqlab.training.distributed.RankBatches`), back-propagates each one's *summed* token loss,
 then divides the gradients by the number of tokens of the whole step over all processes: the
 update is that of the token-weighted mean loss, whatever the batch sizes, the number of processes
@@ -45,8 +46,6 @@ range. fp16 (``precision: auto`` on a GPU without bf16) scales the loss with
 
 from __future__ import annotations
 
-import contextlib
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,9 +56,9 @@ from torch import Tensor, nn
 
 from seqlab.config import TrainConfig
 from seqlab.errors import TrainingInterrupted
-from seqlab.objective import Batches, LossFn, LossOutput, Selection
+from seqlab.objective import Batches, LossFn, LossOutput, Selection  # noqa: F401 (LossOutput: tests)
 from seqlab.runtime.device import resolve_device
-from seqlab.runtime.precision import Resolved, autocast, resolve_precision
+from seqlab.runtime.precision import Resolved, resolve_precision
 from seqlab.storage import checkpoints as ckpt
 from seqlab.storage.training_state import TrainingState
 from seqlab.training import distributed as dist
@@ -70,6 +69,7 @@ from seqlab.training.divergence import TrainingDiverged  # also imported from he
 from seqlab.training.interrupts import CtrlC
 from seqlab.training.optim import LRSchedule, Plateau
 from seqlab.training.stepping import LogWindow, Update
+from seqlab.training.train_step import TrainStep
 from seqlab.training.validation import Evaluate, Validator
 
 
@@ -81,26 +81,6 @@ class Callback:
     def on_log(self, trainer: Trainer, record: dict[str, Any]) -> None: ...
     def on_eval(self, trainer: Trainer, record: dict[str, Any]) -> None: ...
     def on_train_end(self, trainer: Trainer, summary: dict[str, Any]) -> None: ...
-
-
-class _LossModule(nn.Module):
-    """Routes the loss through ``forward`` so DistributedDataParallel sees every step."""
-
-    def __init__(self, model: nn.Module, loss_fn: LossFn) -> None:
-        super().__init__()
-        self.model, self.loss_fn = model, loss_fn
-
-    def forward(self, batch: Any, state: Any) -> LossOutput:
-        return self.loss_fn(self.model, batch, state)
-
-
-def detach_state(state: Any) -> Any:
-    """Cut the graph at a minibatch boundary (truncated BPTT) without changing values."""
-    if isinstance(state, Tensor):
-        return state.detach()
-    if isinstance(state, tuple | list):
-        return type(state)(detach_state(s) for s in state)
-    return state
 
 
 class Trainer:
@@ -158,9 +138,6 @@ class Trainer:
         self.model = model.to(self.device)
         if cfg.compile:  # in place: the parameters' names, and so the checkpoints, are unchanged
             self.model.compile()
-        self.loss_module: nn.Module = _LossModule(self.model, loss_fn)
-        if self.world > 1:
-            self.loss_module = torch.nn.parallel.DistributedDataParallel(self.loss_module)
         self.select, self.callbacks = select, list(callbacks) if dist.is_main() else []
         self.precision: Resolved = dist.same_on_all_ranks(
             precision or resolve_precision(cfg.precision, self.device)
@@ -176,6 +153,9 @@ class Trainer:
         time_fraction = (lambda: self.elapsed() / budget) if budget else None
         self.schedule = LRSchedule(self.optimizer, cfg, self.total_steps, time_fraction)
         self.plateau = Plateau(self.schedule, select) if cfg.schedule == "plateau" else None
+        self.stepper = TrainStep(  # the loss module (DistributedDataParallel) and the steps
+            self.model, loss_fn, self.data, update, self.schedule, cfg, self.precision, device
+        )
         self.validator = Validator(
             self.model, evaluate, final_evaluate, select, self.plateau, self.eval_precision, device
         )
@@ -201,8 +181,7 @@ class Trainer:
     def close(self) -> None:
         """Drop the DistributedDataParallel wrapper: its reducer holds the process group, whose
         gloo threads must stop while Python is fully alive (:func:`dist.teardown` follows)."""
-        if isinstance(self.loss_module, torch.nn.parallel.DistributedDataParallel):
-            self.loss_module = self.loss_module.module
+        self.stepper.close()
 
     # ------------------------------------------------------------------------------ the loop
     def fit(self, resume: bool = False) -> dict[str, Any]:
@@ -239,19 +218,10 @@ class Trainer:
     def run_epoch(self, window: LogWindow) -> LogWindow:
         """Steps until the end of the epoch or of training; the position advances here only."""
         pos = self.state
-        self.data.set_epoch(pos.epoch)
-        items = iter(self.data)
-        for _ in range(pos.batch):  # resuming mid-epoch: these were already trained on
-            next(items)
+        groups = self.stepper.groups(pos)  # from pos.batch on: a resumed run skips the others
         carry = self.checkpointer.carry if pos.batch else None
         self.model.train()
-        while True:
-            group = [item for _, item in zip(range(self.cfg.accumulate), items, strict=False)]
-            if not group:
-                raise RuntimeError(
-                    f"the training batches ended after {pos.batch} of the {len(self.data)} "
-                    f"minibatches their len() announced (epoch {pos.epoch})"
-                )
+        for group in groups:
             loss, tokens, norm, carry = self.train_step(group, carry)
             pos.step += 1
             pos.batch += len(group)
@@ -283,47 +253,15 @@ class Trainer:
                     self.log(window)
                 self.interrupted()
             if pos.finished or end_of_epoch:
-                return window
+                break
+        return window
 
     def train_step(
         self, group: list[tuple[Any, float]], state: Any
     ) -> tuple[float | Tensor, float, float | Tensor, Any]:
-        """One optimizer step over ``(batch, weight)`` minibatches; see the module docstring.
-
-        Returns the step's token-weighted mean loss over all processes, its tokens, the gradient
-        norm before clipping (both 0-d device tensors when :attr:`deferred`), and the recurrent
-        state after the last minibatch (detached).
-        """
-        self.optimizer.zero_grad(set_to_none=True)
-        loss_sum: float | Tensor = 0.0
-        tokens = 0.0
-        for i, (batch, weight) in enumerate(group):
-            batch = dist.to_device(batch, self.device)
-            if not self.data.carries_state:
-                state = None
-            last = i == len(group) - 1
-            sync = contextlib.nullcontext()
-            if self.world > 1 and not last:
-                sync = self.loss_module.no_sync()  # all-reduce once, after the last minibatch
-            with sync:
-                with autocast(self.precision, self.device):
-                    out = self.loss_module(batch, state)
-                loss = out.loss.float()
-                summed = loss * (out.num_tokens * weight)
-                (self.scaler.scale(summed) if self.scaler else summed).backward()
-            if weight:
-                part = loss.detach() * (out.num_tokens * weight)
-                loss_sum = loss_sum + (part if self.deferred else part.item())
-                tokens += out.num_tokens * weight
-            state = detach_state(out.state)
-        if not self.deferred:
-            loss_sum, tokens = dist.all_sum([float(loss_sum), tokens])
-        mean = loss_sum / max(tokens, 1.0)
-        if not self.deferred and not math.isfinite(mean):
-            self.diverged(f"loss became {mean}")
-        norm = self.update.apply(self.model, self.world / max(tokens, 1.0), mean, self.diverged)
-        self.schedule.step()
-        return mean, tokens, norm, state
+        """One optimizer step over ``(batch, weight)`` minibatches, stopped by :meth:`diverged`
+        (:meth:`seqlab.training.train_step.TrainStep.take`, which says what it returns)."""
+        return self.stepper.take(group, state, self.diverged)
 
     def elapsed(self) -> float:
         """Seconds trained; 0 while a time budget's schedule is built, before the checkpointer."""

@@ -11,11 +11,12 @@ directory holds ``classes.json`` besides its config and checkpoints (the normali
 weights).
 
 **Layout**: :mod:`~seqlab.tasks.audio.predictor` (:class:`ClipClassifier`, a third kind of
-:class:`~seqlab.tasks.classifier.base.Classifier`), :mod:`~seqlab.tasks.audio.task` (rules,
-normalisation, the experiment), :mod:`~seqlab.tasks.audio.figures` (spectrograms, attention
-over time), :mod:`~seqlab.tasks.audio.service` (``POST /classify-audio``) and ``panel.js`` (the
-page's panel: upload or record from the microphone); the task is declared once, below
-(:data:`TASK`).
+:class:`~seqlab.tasks.classifier.base.Classifier`), :mod:`~seqlab.tasks.audio.reader` (each
+clip heard and read by the model once: probabilities, frames, attention),
+:mod:`~seqlab.tasks.audio.task` (rules, normalisation, the experiment),
+:mod:`~seqlab.tasks.audio.figures` (spectrograms, attention over time),
+:mod:`~seqlab.tasks.audio.service` (``POST /classify-audio``) and ``panel.js`` (the page's
+panel: upload or record from the microphone); the task is declared once, below (:data:`TASK`).
 """
 
 from seqlab import catalog

@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-from seqlab.plotting import literal_user_text, save_figure, use_cjk_fonts  # noqa: E402
+from seqlab.figure_files import literal_user_text, save_figure  # noqa: E402
+from seqlab.fonts import use_cjk_fonts  # noqa: E402
 
 
 def plot_spectrogram_attention(

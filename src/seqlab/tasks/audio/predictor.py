@@ -9,7 +9,9 @@ refused, by :func:`seqlab.data.audio.load_clip`, the check the server calls too:
 samples at the model's rate (``data.sample_rate``), with its warnings (a rate below the
 model's: :class:`~seqlab.data.audio.LowRateWarning`), which the Python API and the command line
 issue with ``warnings.warn``. The model's front end turns the padded waveforms into log-mel
-frames (:class:`seqlab.models.audio.AudioClassifier`).
+frames (:class:`seqlab.models.audio.AudioClassifier`). How clips read are heard and read by the
+model, each once whatever is asked of it (the probabilities, the frames, the attention, a
+figure), is :class:`~seqlab.tasks.audio.reader.ClipReader`'s (:attr:`ClipClassifier.reader`).
 
 **No speech is an answer.** Before the model is asked, the no-speech detector
 (:mod:`seqlab.data.speech`, on the model's own analysis frames) hears each clip; one with no
@@ -36,15 +38,32 @@ from torch import Tensor, nn
 from seqlab import catalog
 from seqlab.config import ExperimentConfig
 from seqlab.data.audio import LOCAL_LIMITS, AudioError, AudioSource, Clip, load_clip, warn_about
-from seqlab.data.audio_batching import AudioBatches, pad_waves
-from seqlab.data.speech import Speech, detect_speech
+from seqlab.data.speech import Speech
 from seqlab.errors import SeqlabError
 from seqlab.models import build_model
-from seqlab.runtime.precision import autocast
 from seqlab.storage.output_dirs import api_output_dir
 from seqlab.storage.outputs import RULE
+from seqlab.tasks.audio.reader import (  # NoSpeech and the patch helpers: moved there
+    ClipReader,
+    NoSpeech,
+    Reading,
+    patch_names,
+    patches_to_frames,
+)
+
+__all__ = [
+    "MAX_SECONDS",
+    "NO_SPEECH",
+    "ClipClassifier",
+    "NoSpeech",
+    "Recordings",
+    "longest_seconds",
+    "model_of",
+    "patch_names",
+    "patches_to_frames",
+]
 from seqlab.tasks.base import Run, load_weights
-from seqlab.tasks.classifier.base import Classes, Classifications, Classifier, forward_batches
+from seqlab.tasks.classifier.base import Classes, Classifications, Classifier
 from seqlab.tasks.classifier.calibration import CALIBRATION, Calibration
 from seqlab.tasks.options import Option
 
@@ -82,31 +101,6 @@ def _name(item: Any, i: int) -> str:
         return f"array {i}"
     named = getattr(item, "name", None)
     return named if isinstance(named, str) else f"recording {i}"
-
-
-def patch_names(grid: tuple[int, int], max_frames: int, n_mels: int, hop: float) -> list[str]:
-    """The positions of a ViT body over a spectrogram of ``grid`` (rows of mel bins, columns of
-    frames): ``[CLS]``, then each patch row by row, named by its first frame's time and first
-    mel bin (``t0.40s m8``)."""
-    rows, cols = grid
-    step, mels = max_frames // cols * hop, n_mels // rows
-    return ["[CLS]"] + [f"t{c * step:.2f}s m{r * mels}" for r in range(rows) for c in range(cols)]
-
-
-def patches_to_frames(
-    received: Tensor, grid: tuple[int, int], max_frames: int, frames: int
-) -> Tensor:
-    """A ViT body's attention received by each patch ``(1 + rows·cols,)``, the class token
-    first, as the share of each of ``frames`` frames: each column's patches summed over the
-    mel rows and spread over the frames it covers ``(frames,)``."""
-    rows, cols = grid
-    per_column = received[1:].view(rows, cols).sum(0)  # (cols,)
-    spread = per_column.repeat_interleave(max_frames // cols)[:frames]
-    return torch.nn.functional.pad(spread, (0, frames - len(spread)))
-
-
-class NoSpeech(AudioError):
-    """A recording with no speech in it was asked for what only speech has (its attention)."""
 
 
 @dataclass
@@ -162,11 +156,7 @@ class ClipClassifier(Classifier):
         classes = Classes.load(run.file("classes.json"))
         model = model_of(run.cfg, len(classes.labels))
         load_weights(model, run)
-        calibration = run.run_dir / CALIBRATION
-        if calibration.is_file():  # chosen for the best checkpoint; another stays at T = 1
-            found = Calibration.load(calibration)
-            if found.checkpoint in ("", run.checkpoint.name):
-                model.temperature.fill_(found.temperature)
+        _calibrate(model, run)
         return cls(model, run.cfg, classes, run)
 
     @property
@@ -181,15 +171,8 @@ class ClipClassifier(Classifier):
 
     @property
     def max_seconds(self) -> float:
-        """The longest recording the model reads whole: a Transformer body's positions
-        (``model.body.max_len`` frames), a ViT's image width (``model.max_frames``), else
-        :data:`MAX_SECONDS`."""
-        m = self.cfg.model
-        frames = {"transformer_classifier": getattr(m.body, "max_len", None), "vit": m.max_frames}
-        limit = frames.get(m.body.arch)
-        if limit is None:
-            return MAX_SECONDS
-        return min(MAX_SECONDS, (limit - 1) * m.features.hop_length / self.rate)
+        """The longest recording the model reads whole (:func:`longest_seconds`)."""
+        return longest_seconds(self.cfg)
 
     @property
     def has_attention(self) -> bool:
@@ -231,15 +214,16 @@ class ClipClassifier(Classifier):
         names = [_name(item, i) for i, item in enumerate(items, start=1)]
         return [self.read(x, n) for x, n in zip(items, names, strict=True)], names, single
 
+    @property
+    def reader(self) -> ClipReader:
+        """How the model reads clips already read (:class:`~seqlab.tasks.audio.reader.ClipReader`:
+        each clip heard once, its log-mel and the body once), at its ``precision``."""
+        return ClipReader(self.model, self.cfg, len(self.labels), self.precision)
+
     def speech_of(self, waves: Sequence[Tensor], batch_size: int = 64) -> list[Speech]:
         """The no-speech detector's answer for clips already read (:meth:`read`), in batches
         (:func:`seqlab.data.speech.detect_speech` on the model's analysis frames)."""
-        f = self.cfg.model.features
-        out: list[Speech] = []
-        for start in range(0, len(waves), batch_size):
-            padded, lengths = pad_waves(waves[start : start + batch_size])
-            out += detect_speech(padded, lengths, self.rate, f.win_length, f.hop_length)
-        return out
+        return self.reader.speech(waves, batch_size)
 
     def speech(self, items: Any, batch_size: int = 64) -> Any:
         """Whether each recording holds speech, and why not
@@ -254,12 +238,7 @@ class ClipClassifier(Classifier):
         """Class probabilities ``(N, C)`` of clips already read, a row of zeros where the
         detector heard no speech (the model is not asked), and each clip's
         :class:`~seqlab.data.speech.Speech`."""
-        speech = self.speech_of(waves, batch_size)
-        probs = torch.zeros(len(waves), len(self.labels))
-        heard = [i for i, s in enumerate(speech) if s.heard]
-        if heard:
-            probs[heard] = self.probabilities_of([waves[i] for i in heard], batch_size)
-        return probs, speech
+        return _stacked(self.reader.read(waves, batch_size), len(self.labels))
 
     def probabilities(self, items: Any, batch_size: int = 64) -> Tensor:  # type: ignore[override]
         """Class probabilities ``(N, C)`` of recordings (paths, bytes, file objects or
@@ -272,11 +251,7 @@ class ClipClassifier(Classifier):
     def probabilities_of(self, waves: Sequence[Tensor], batch_size: int = 64) -> Tensor:
         """The model's class probabilities ``(N, C)`` of clips already read (:meth:`read`), with
         no speech detection (:meth:`heard_of` has it)."""
-        if not waves:
-            return torch.zeros(0, len(self.labels))
-        batches = AudioBatches(waves, [0] * len(waves), batch_size, shuffle=False, bucket=False)
-        logits, _ = forward_batches(self.model, batches, self.precision)
-        return logits.softmax(-1)
+        return self.reader.probabilities(waves, batch_size)
 
     def _found(self, probs: Tensor, speech: Sequence[Speech]) -> list[tuple[str | None, float]]:
         return [
@@ -311,7 +286,8 @@ class ClipClassifier(Classifier):
         clips = [self.read_clip(x, _name(x, n)) for x, n in zip(items, numbers, strict=True)]
         for clip in clips:
             warn_about(clip, stacklevel=3)
-        probs, speech = self.heard_of([c.samples for c in clips])
+        readings = self.reader.read([c.samples for c in clips], attention=bool(attention_png))
+        probs, speech = _stacked(readings, len(self.labels))
         out = Recordings([c.source for c in clips], self._found(probs, speech), speech=speech)
         out.notes += [
             f"{c.source}: no speech: {s.reason}"
@@ -319,9 +295,10 @@ class ClipClassifier(Classifier):
             if s.reason
         ]
         with folder:  # a null context without attention_png
-            for number, clip, heard in zip(numbers, clips, speech, strict=True):
-                if attention_png and heard.heard:
-                    out.figures += self._draw_attention(Path(attention_png), number, clip, layer)
+            for number, clip, reading in zip(numbers, clips, readings, strict=True):
+                if attention_png and reading.speech.heard:
+                    stem = Path(attention_png) / f"attention-{number:04d}"
+                    out.figures.append(self._figure(reading, clip.source, stem))
                 elif attention_png:
                     out.notes.append(f"{clip.source}: no attention figure: no speech to attend to")
         return out
@@ -352,76 +329,42 @@ class ClipClassifier(Classifier):
         return super().score(items, labels)
 
     # --------------------------------------------------------------------------- attention
-    @torch.no_grad()
     def frames(self, item: Any) -> tuple[Tensor, Tensor]:
-        """What the model reads of one recording: normalised log-mel frames ``(T, n_mels)``,
-        and the recording itself ``(N,)`` at :attr:`rate`."""
+        """What the model reads of one recording: normalised log-mel frames ``(T, n_mels)``
+        (its front end alone), and the recording itself ``(N,)`` at :attr:`rate`."""
         wave, _ = self._wave(item)
-        waves, lengths = pad_waves([wave])
-        feats, frames = self.model.features(waves.to(self.device), lengths.to(self.device))
-        return feats[0, : int(frames[0])].float().cpu(), wave
+        return self.reader.frames(wave), wave
 
-    @torch.no_grad()
     def attention(self, item: Any) -> tuple[list[str], list[Tensor]]:
         """Self-attention over one recording: each position's name (a frame's time, ``0.25s``;
         ``[CLS]``; or a spectrogram patch, ``t0.40s m8``) and each layer's weights
         ``(h, T, T)``. A recording with no speech has none: :class:`NoSpeech`."""
         self._needs_attention()
-        wave, name = self._wave(item)
-        self._needs_speech(wave, name)
-        waves, lengths = (t.to(self.device) for t in pad_waves([wave]))  # (1, N), (1,)
-        with autocast(self.precision, self.device):
-            weights = [w[0].float().cpu() for w in self.model.attention(waves, lengths)]
-        grid = getattr(self.model, "patch_grid", None)
-        if grid is not None:  # ViT: the class token, then its patches
-            mels = self.cfg.model.features.n_mels
-            return patch_names(grid, self.model.max_frames, mels, self.hop_seconds), weights
-        size, frames = weights[0].shape[-1], int(self.model.features(waves, lengths)[1][0])
-        times = [f"{i * self.hop_seconds:.2f}s" for i in range(size)]
-        return (times if size == frames else ["[CLS]"] + times[: size - 1]), weights
+        reading = self.reader.one(*self._wave(item), attention=True)
+        assert reading.weights is not None
+        return self.reader.positions(reading), reading.weights
 
     def over_time(self, item: Any) -> tuple[Tensor, Tensor]:
         """Attention over time of one recording: the log-mel frames ``(T, n_mels)`` and, for
         each frame, the share of the last layer's attention (averaged over heads and queries)
         that it receives ``(T,)``, summing to 1. A ``[CLS]`` position's own share is left out;
         a ViT's patches give their share to the frames they cover (summed over mel rows)."""
-        wave, name = self._wave(item)
-        self._needs_speech(wave, name)
-        feats, _ = self.frames(wave)
-        _, weights = self.attention(wave)
-        received = weights[-1].mean(0).mean(0)  # (T',): each key's mean weight over queries
-        grid = getattr(self.model, "patch_grid", None)
-        if grid is not None:
-            received = patches_to_frames(received, grid, self.model.max_frames, len(feats))
-        elif len(received) == len(feats) + 1:
-            received = received[1:]
-        total = received.sum()
-        return feats, received / total if total > 0 else received
+        reading = self.reader.one(*self._wave(item), attention=True)
+        assert reading.feats is not None
+        return reading.feats, self.reader.over_time(reading)
 
     def figures_of(self, item: Any, weights: list[Tensor], stem: str) -> list[Path]:
-        from seqlab.tasks.audio.figures import plot_spectrogram_attention  # deferred: matplotlib
-
+        """The spectrogram with its attention over time (``STEM.png``)."""
         wave, name = self._wave(item)
-        feats, received = self.over_time(wave)
-        probs, speech = self.heard_of([wave])
-        title = f"{name}: {self._found(probs, speech)[0][0]}"
-        return [plot_spectrogram_attention(feats, received, self.hop_seconds, f"{stem}.png", title)]
+        return [self._figure(self.reader.one(wave, name, attention=True), name, stem)]
 
-    def _draw_attention(self, directory: Path, number: int, item: Any, layer: int) -> list[Path]:
-        """The spectrogram with its attention over time (``attention-NNNN.png``)."""
-        return self.figures_of(item, [], str(directory / f"attention-{number:04d}"))
-
-    def _needs_speech(self, wave: Tensor, name: str) -> None:
-        (heard,) = self.speech_of([wave])
-        if not heard.heard:
-            raise NoSpeech(f"{name}: no speech ({heard.reason}): no attention to show")
+    def _figure(self, reading: Reading, name: str, stem: str | Path) -> Path:
+        """A reading's spectrogram and attention, titled with its name and label."""
+        title = f"{name}: {self.labels[int(reading.probs.argmax())]}"
+        return self.reader.figure(reading, f"{stem}.png", title)
 
     def _needs_attention(self) -> None:
-        if not self.has_attention:
-            raise SeqlabError(
-                f"model.body.arch={self.cfg.model.body.arch} has no self-attention over the "
-                "frames to draw; the transformer_classifier and vit bodies have"
-            )
+        self.reader.needs_attention()
 
     def check(self, command: str, options: Mapping[str, Any]) -> None:
         if options.get("attention_png"):
@@ -431,6 +374,34 @@ class ClipClassifier(Classifier):
     @classmethod
     def accepts(cls, cfg: ExperimentConfig) -> bool:
         return True
+
+
+def longest_seconds(cfg: ExperimentConfig) -> float:
+    """The longest recording a model of ``cfg`` reads whole: a Transformer body's positions
+    (``model.body.max_len`` frames), a ViT's image width (``model.max_frames``), else
+    :data:`MAX_SECONDS`."""
+    m = cfg.model
+    frames = {"transformer_classifier": getattr(m.body, "max_len", None), "vit": m.max_frames}
+    limit = frames.get(m.body.arch)
+    if limit is None:
+        return MAX_SECONDS
+    return min(MAX_SECONDS, (limit - 1) * m.features.hop_length / int(cfg.data.sample_rate))
+
+
+def _calibrate(model: nn.Module, run: Run) -> None:
+    """The run's softmax temperature (``calibration.json``) set in ``model``: chosen for the
+    best checkpoint, another checkpoint stays at T = 1."""
+    calibration = run.run_dir / CALIBRATION
+    if calibration.is_file():
+        found = Calibration.load(calibration)
+        if found.checkpoint in ("", run.checkpoint.name):
+            model.temperature.fill_(found.temperature)
+
+
+def _stacked(readings: Sequence[Reading], classes: int) -> tuple[Tensor, list[Speech]]:
+    """The probabilities ``(N, C)`` and the detector's answers of readings."""
+    probs = torch.stack([r.probs for r in readings]) if readings else torch.zeros(0, classes)
+    return probs, [r.speech for r in readings]
 
 
 def model_of(cfg: ExperimentConfig, num_classes: int) -> nn.Module:

@@ -3,21 +3,25 @@ as WAV files, and on request the log-mel frames the model read with its attentio
 declared once as :data:`SERVICE`.
 
 A recording passes the check every surface calls (:mod:`seqlab.data.audio`), header first:
-its header is checked against the file (:func:`seqlab.data.wav.wav_info`: not a WAV, a sample
-rate outside 1–768 kHz, a ``data`` size that disagrees with the file are each a 422 naming the
-recording, in the words ``seqlab classify`` uses), then against the server's limits before
-anything is decoded: its size in bytes (``max_upload_bytes``, 413), its length in seconds
+its header is checked against the file, once (:func:`seqlab.data.wav.checked_wav`: not a WAV, a
+sample rate outside 1–768 kHz, a ``data`` size that disagrees with the file are each a 422
+naming the recording, in the words ``seqlab classify`` uses), then against the server's limits
+before anything is decoded: its size in bytes (``max_upload_bytes``, 413), its length in seconds
 (``max_audio_seconds``, 413), its sample rate (``max_sample_rate``, 422) and channels
 (``max_channels``, 422). The server's defaults are lower than the command line's, and why, is
 said once: :mod:`seqlab.audio_limits`. Then it is read as the command line reads a
-file (:func:`seqlab.data.audio.load_clip`), and heard by the no-speech detector: a result with
-no speech has ``label: null``, ``speech: false`` and the ``reason``; a recording below the
-model's rate has its warning in ``warnings``.
+file (:func:`seqlab.data.audio.load_clip`, its header not read again), and heard by the
+no-speech detector: a result with no speech has ``label: null``, ``speech: false`` and the
+``reason``; a recording below the model's rate has its warning in ``warnings``.
+
+**One pass per request.** Whatever a request asks beside the labels (the frames, the attention),
+each recording is heard once and each one with speech read by the model once: its log-mel
+computed once, the body run once, every answer taken from that pass
+(:class:`~seqlab.tasks.audio.reader.ClipReader`).
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from seqlab.data.audio import AudioError, Clip
-from seqlab.data.wav import wav_info
+from seqlab.data.wav import CheckedWav, checked_wav
 from seqlab.serving.limits import LimitExceeded, Limits, check
 from seqlab.serving.service import (
     InputError,
@@ -84,19 +88,31 @@ class AudioResponse(BaseModel):
 
 @dataclass
 class Recording:
-    data: bytes
-    name: str
-    seconds: float
-    rate: int
+    """One recording sent: its bytes with the header checked, once."""
+
+    wav: CheckedWav
+
+    @property
+    def name(self) -> str:
+        return self.wav.name
+
+    @property
+    def seconds(self) -> float:
+        return self.wav.info.seconds
+
+    @property
+    def rate(self) -> int:
+        return self.wav.info.rate
 
 
 def _header(data: bytes, where: str, limits: Limits) -> Recording:
     """The recording's header, checked (as every surface checks it) and held against the
     server's limits before anything is decoded."""
     try:
-        info = wav_info(io.BytesIO(data), where)
+        wav = checked_wav(data, where)
     except AudioError as exc:
         raise InputError(str(exc)) from None
+    info = wav.info
     if info.rate > limits.max_sample_rate:
         raise LimitExceeded(
             f"{where}'s sample rate is {info.rate} Hz, over the server's limit "
@@ -112,7 +128,7 @@ def _header(data: bytes, where: str, limits: Limits) -> Recording:
             "max_audio_seconds",
             413,
         )
-    return Recording(data, where, info.seconds, info.rate)
+    return Recording(wav)
 
 
 @dataclass(frozen=True)
@@ -175,18 +191,18 @@ class AudioHandler(OptionsHandler):
         clips: list[Clip] = []
         for r in recordings:
             try:
-                clips.append(p.read_clip(r.data, r.name, self.limits.max_audio_seconds))
+                clips.append(p.read_clip(r.wav, r.name, self.limits.max_audio_seconds))
             except AudioError as exc:
                 raise InputError(str(exc)) from None
-        probs, speech = p.heard_of([c.samples for c in clips], self.limits.max_batch)
+        reader = p.reader  # one pass: what was asked for, from it
+        readings = reader.read(
+            [c.samples for c in clips], self.limits.max_batch, feats=features, attention=attention
+        )
         results = []
-        for r, clip, row, heard in zip(recordings, clips, probs, speech, strict=True):
+        for r, clip, reading in zip(recordings, clips, readings, strict=True):
+            row, heard, feats = reading.probs, reading.speech, reading.feats
             best = int(row.argmax())
-            feats = received = None
-            if attention and heard.heard:
-                feats, received = p.over_time(clip.samples)
-            elif (features or attention) and heard.heard:
-                feats, _ = p.frames(clip.samples)
+            received = reader.over_time(reading) if attention and heard.heard else None
             results.append(
                 Heard(
                     label=p.labels[best] if heard.heard else None,

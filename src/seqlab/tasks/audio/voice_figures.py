@@ -13,10 +13,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from seqlab.figure_files import save_figure  # noqa: E402
 from seqlab.models.audio import AudioClassifier  # noqa: E402
 from seqlab.nn import audio_augment as aug  # noqa: E402
 from seqlab.nn.audio import SpecAugment  # noqa: E402
-from seqlab.plotting import save_figure  # noqa: E402
 
 
 @torch.no_grad()

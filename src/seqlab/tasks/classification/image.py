@@ -138,7 +138,7 @@ class ImageClassifier(Classifier):
 
     def figures_of(self, item: Any, weights: list[Tensor], stem: str) -> list[Path]:
         """The attention rollout drawn on the image (Abnar & Zuidema 2020)."""
-        from seqlab.plotting import plot_rollout  # deferred: matplotlib
+        from seqlab.plotting_heatmaps import plot_rollout  # deferred: matplotlib
 
         image = item if isinstance(item, Tensor) else self.read_images([item])[0]
         share = self.rollout(weights)

@@ -351,7 +351,7 @@ class Classifier(Predictor):
         return out
 
     def _draw_attention(self, directory: Path, number: int, item: Any, layer: int) -> list[Path]:
-        from seqlab.plotting import plot_self_attention  # deferred: matplotlib
+        from seqlab.plotting_heatmaps import plot_self_attention  # deferred: matplotlib
 
         names, weights = self.attention(item)
         stem = str(directory / f"attention-{number:04d}")

@@ -54,7 +54,7 @@ class ClassificationReport(Report):
 
     def draw_confusion(self, path: str | Path, name: str) -> Path:
         """Draw the confusion matrix into ``path`` (titled after the model ``name``)."""
-        from seqlab.plotting import plot_confusion  # deferred: matplotlib
+        from seqlab.plotting_heatmaps import plot_confusion  # deferred: matplotlib
 
         plot_confusion(
             self.scores["confusion"],

@@ -20,6 +20,8 @@ is its deprecated name) or the model exported to CTranslate2, under the rules of
 (:mod:`~seqlab.tasks.translation.engines` holds their names).
 
 **Layout**: :mod:`~seqlab.tasks.translation.translator` (the predictor, :class:`Translator`),
+:mod:`~seqlab.tasks.translation.translation_model` (what it extends: the model, its
+vocabularies and engines), :mod:`~seqlab.tasks.translation.scorer` (what it scores with),
 :mod:`~seqlab.tasks.translation.engines` (the :class:`~seqlab.tasks.translation.engines.Engine`
 protocol and seqlab's own search), :mod:`~seqlab.tasks.translation.ctranslate2_engine`
 (CTranslate2 and its export cache), :mod:`~seqlab.tasks.translation.decoding` (decoding options,

@@ -40,7 +40,7 @@ def draw_alignment(
     ``need_weights``) as ``directory/attention-NNNN.png`` after ``number``
     (:func:`~seqlab.plotting.attention_png_name`), titled with the sentence and ``what`` is
     drawn (:func:`alignment_name`); ``vocabs``: the run's vocabularies."""
-    from seqlab.plotting import attention_png_name, plot_attention  # deferred: matplotlib
+    from seqlab.plotting_heatmaps import attention_png_name, plot_attention  # deferred: matplotlib
 
     x_tokens = vocabs.src_vocab.to_tokens(list(sentence.ids))
     y_tokens = vocabs.tgt_vocab.to_tokens(hyp.tokens) + ["<eos>"]

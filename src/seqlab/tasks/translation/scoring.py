@@ -1,30 +1,24 @@
 """Scoring translations: sacreBLEU BLEU and chrF with their signatures, the paper-style BLEU
 (:func:`score_translations`), the pairs :meth:`~seqlab.tasks.translation.Translator.score`
 takes (:func:`check_pairs`), and what ``seqlab evaluate`` scores (:class:`EvaluationSet`,
-read and reported by :meth:`~seqlab.tasks.translation.Translator.evaluate`)."""
+read and reported by :meth:`~seqlab.tasks.translation.Translator.evaluate`). A translator's
+:class:`~seqlab.tasks.translation.scorer.Scorer` scores with them."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from seqlab import catalog
-from seqlab.atomic import atomic_write_text
 from seqlab.config import DecodeConfig, ExperimentConfig
-from seqlab.data.tokenizers import normalize_text
-from seqlab.data.vocab import quiet_unknown, warn_unknown
+from seqlab.data.vocab import warn_unknown
 from seqlab.errors import SeqlabError
-from seqlab.storage.outputs import api_output_file
-from seqlab.storage.text import own_data, read_lines
+from seqlab.storage.text import read_lines
 from seqlab.tasks.paper_bleu import paper_bleu
 from seqlab.tasks.report import Report
 from seqlab.tasks.translation import artefacts
 from seqlab.tasks.translation.decoding import SourceReader, as_sentences
-from seqlab.tasks.translation.engines import SEQLAB
-from seqlab.tasks.translation.options import DecodeOptions
 
 #: target languages the paper-style BLEU applies to: Moses' tokenizer and punctuation rules for
 #: them (multi-bleu.perl on the Multi30k papers' lc.norm.tok files); not Chinese
@@ -188,8 +182,9 @@ class EvaluationSet:
     def report(
         self, checkpoint: str | None, scores: dict[str, Any], decode: DecodeConfig
     ) -> TranslationReport:
-        """The report of ``scores`` (:meth:`Scoring.score`'s, with its ``translations``) of the
-        checkpoint ``checkpoint`` decoding by ``decode``, checked to hold finite numbers."""
+        """The report of ``scores`` (:meth:`~seqlab.tasks.translation.scorer.Scorer.score`'s,
+        with its ``translations``) of the checkpoint ``checkpoint`` decoding by ``decode``,
+        checked to hold finite numbers."""
         scores = dict(scores)
         outputs = scores.pop("translations")
         scores["beam_size"] = decode.beam_size if decode.strategy == "beam" else 1
@@ -197,94 +192,4 @@ class EvaluationSet:
             scores["length_penalty"] = decode.length_penalty
         report = TranslationReport(checkpoint, self.source, scores, outputs=outputs)
         report.check_finite()
-        return report
-
-
-class Scoring:
-    """A :class:`~seqlab.tasks.translation.Translator`'s best translations and their scores:
-    the methods of the predictor that score (``self`` is the translator)."""
-
-    def translate(
-        self: Any,
-        sentences: Sequence[str] | str,
-        options: DecodeOptions | None = None,
-        *,
-        batch_size: int = 128,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
-        **keywords: Any,
-    ) -> Any:
-        """The best translation of each sentence (``options``, or ``beam=``,
-        ``length_penalty=``: :class:`~seqlab.tasks.translation.options.DecodeOptions`; None =
-        the run's ``decode``): a list for a list of sentences, a string for one sentence."""
-        texts, single = as_sentences(sentences)
-        chosen = self.options_of("evaluate", options, keywords)
-        found = self.hypotheses(
-            texts,
-            self.command_options["translate"].of({**chosen.given(), "nbest": 1}),
-            batch_size=batch_size,
-            engine=engine,
-            quantize=quantize,
-        )
-        outputs = [self.detokenize(h[0].tokens) for h in found]
-        return outputs[0] if single else outputs
-
-    def score(
-        self: Any,
-        sources: Sequence[str],
-        references: Sequence[str],
-        options: DecodeOptions | None = None,
-        *,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
-        **keywords: Any,
-    ) -> dict[str, Any]:
-        """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
-        outputs (key ``translations``). Both are lists of sentences, at least one. A run that
-        reads text through ``data.normalize: simplified`` writes simplified Chinese, and is
-        scored against the references read the same way (a traditional reference is
-        compared in simplified characters)."""
-        check_pairs(sources, references)
-        chosen = self.options_of("evaluate", options, keywords)
-        outputs = self.translate(sources, chosen, engine=engine, quantize=quantize)
-        d = self.cfg.data
-        if d.normalize == "simplified":  # scored as the run was trained: in one script
-            references = [normalize_text(r, d.normalize) for r in references]
-        scores = score_translations(outputs, references, paper_lang(self.cfg), d.tgt_lang)
-        return {**scores, "translations": outputs}
-
-    def evaluate(
-        self: Any,
-        split: str | None = None,
-        files: Mapping[str, str | Path] | None = None,
-        options: DecodeOptions | None = None,
-        *,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
-        output: str | Path | None = None,
-        force: bool = False,
-        **keywords: Any,
-    ) -> TranslationReport:
-        """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``)
-        or on ``files={"src": FILE, "ref": FILE}`` (``options``, or ``beam=``,
-        ``length_penalty=``); ``output``: also write the translations there (atomically), by the
-        rule of ``--output`` (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not
-        write is refused before any work unless ``force``): :class:`EvaluationSet`."""
-        chosen = self.options_of("evaluate", options, keywords)
-        decode = self.decoding(chosen)
-        self.check_use(engine, quantize)
-        split, files = self._source(split, files, "val")
-        read = {f"--{k}": v for k, v in files.items()}
-        written = api_output_file(output, "output", force, read)  # checked now, before any work
-        data = EvaluationSet.read(self.cfg, split, files, self.reader)
-        # --src: unknown tokens reported when read, by line; a split: the run's own data
-        with quiet_unknown(), own_data() if data.own else contextlib.nullcontext():
-            scores = self.score(
-                data.sources, data.references, chosen, engine=engine, quantize=quantize
-            )
-        report = data.report(self.checkpoint, scores, decode)
-        report.device = str(self.device)  # CTranslate2 decodes where the model is, too
-        if output:
-            with written:
-                atomic_write_text(output, "".join(o + "\n" for o in report.outputs))
         return report

@@ -1,6 +1,9 @@
 """The translation predictor (:class:`Translator`): translate sentences, their n-best hypotheses,
-attention, scores, ensembles. Decoding is :mod:`seqlab.tasks.translation.decoding` on an engine
-(:mod:`seqlab.tasks.translation.engines`); scoring is :mod:`seqlab.tasks.translation.scoring`;
+attention, scores, ensembles. The model, its vocabularies and its engines are
+:class:`~seqlab.tasks.translation.translation_model.TranslationModel`'s, which it extends;
+decoding is :mod:`seqlab.tasks.translation.decoding` on an engine
+(:mod:`seqlab.tasks.translation.engines`); scoring is its
+:class:`~seqlab.tasks.translation.scorer.Scorer`'s (:mod:`seqlab.tasks.translation.scoring`);
 reading the attention back is :mod:`seqlab.tasks.translation.attention`."""
 
 from __future__ import annotations
@@ -11,41 +14,26 @@ from typing import Any, ClassVar
 
 import torch
 
-from seqlab import catalog
 from seqlab.config import DecodeConfig, ExperimentConfig
 from seqlab.data.tokenizers import warn_normalised
 from seqlab.data.translation_batching import TranslationVocabs
 from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.deprecation import renamed_kwargs
-from seqlab.errors import SeqlabError
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.ensemble import Ensemble
-from seqlab.models.search import Hypothesis
 from seqlab.storage.output_dirs import api_output_dir
 from seqlab.storage.text import check_line_breaks
-from seqlab.tasks.base import Predictor, Run
+from seqlab.tasks.base import Run
 from seqlab.tasks.options import CommandOptions, Option, show_options
-from seqlab.tasks.translation import figures, scoring
+from seqlab.tasks.translation import figures
 from seqlab.tasks.translation.artefacts import load_trained
 from seqlab.tasks.translation.attention import TranslationAttention, read_attention
-from seqlab.tasks.translation.ctranslate2_engine import CTranslate2Search
 from seqlab.tasks.translation.decoding import (
-    Sentence,
-    SourceReader,
     Translations,
     as_sentences,
-    decode_sentences,
     normalised_inputs,
 )
-from seqlab.tasks.translation.engines import (
-    CTRANSLATE2,
-    SEQLAB,
-    Engine,
-    SeqlabSearch,
-    check_engine,
-    engine_decodes,
-    engine_name,
-)
+from seqlab.tasks.translation.engines import SEQLAB
 from seqlab.tasks.translation.ensemble import Joining, Member
 from seqlab.tasks.translation.options import (
     OPTIONS,
@@ -53,17 +41,20 @@ from seqlab.tasks.translation.options import (
     DecodeOptions,
     TranslateOptions,
 )
+from seqlab.tasks.translation.scorer import Scorer
+from seqlab.tasks.translation.scoring import TranslationReport, check_pairs
+from seqlab.tasks.translation.translation_model import Text, TranslationModel
 
-#: a sentence as the methods take it: its text, or read already (:meth:`Translator.sentence`)
-Text = str | Sentence
 
-
-class Translator(scoring.Scoring, Predictor):
+class Translator(TranslationModel):
     """A trained translation model: translate sentences, score them against references
-    (:class:`~seqlab.tasks.translation.scoring.Scoring`: ``translate``, ``score``,
-    ``evaluate``).
+    (``translate``, ``score``, ``evaluate``; the scores are its ``scorer``'s).
 
     Usable on a model being trained too (validation): ``Translator(model, cfg, vocabs)``.
+
+    Attributes:
+        scorer: scores this run's translations and runs its evaluations
+            (:class:`~seqlab.tasks.translation.scorer.Scorer`).
     """
 
     task = "translation"
@@ -91,12 +82,8 @@ class Translator(scoring.Scoring, Predictor):
         vocabs: TranslationVocabs,
         run: Run | None = None,
     ) -> None:
-        super().__init__(model, cfg, run)
-        self.model: EncoderDecoder = model
-        self.vocabs = vocabs
-        self._engines: dict[tuple[str, int, int], Any] = {}  # CTranslate2 engines, by settings
-        self.reader = SourceReader(vocabs, cfg.data.max_len - 1)  # :meth:`sentence`
-        self.members: list[str] = []  # the other runs of an ensemble (:meth:`ensemble_with`)
+        super().__init__(model, cfg, vocabs, run)
+        self.scorer = Scorer(cfg, self.reader)
 
     @classmethod
     def load(cls, run: Run) -> Translator:
@@ -124,12 +111,6 @@ class Translator(scoring.Scoring, Predictor):
         joined.members = [*self.members, *(str(o.checkpoint) for o in members)]
         return joined
 
-    @property
-    def checkpoint(self) -> str | None:
-        """The checkpoint file the weights come from, an ensemble's joined by `` + ``."""
-        own = super().checkpoint
-        return " + ".join([own, *self.members]) if own is not None and self.members else own
-
     def check(self, command: str, options: Mapping[str, Any]) -> None:
         """``options`` of ``command``: its decoding options, the engine, heatmaps."""
         model = self.command_options[command]
@@ -141,76 +122,6 @@ class Translator(scoring.Scoring, Predictor):
         """The run's ``decode`` section changed by ``options``
         (:meth:`~seqlab.tasks.translation.options.DecodeOptions.decode`)."""
         return options.decode(self.cfg.decode)
-
-    def check_use(self, engine: str, quantize: str | None, need_weights: bool = False) -> None:
-        """The engine (:func:`~seqlab.tasks.translation.engines.check_engine`; an ensemble's
-        is seqlab's) and attention weights, which need a model that attends to the source."""
-        if self.members and engine_name(engine) != SEQLAB:
-            raise SeqlabError(
-                "--ensemble decodes with seqlab (--engine seqlab) only: a CTranslate2 export "
-                "holds one model"
-            )
-        check_engine(engine, quantize, self.cfg.model, need_weights, self.device.type)
-        if need_weights and not self.has_attention:
-            raise SeqlabError(
-                f"--attention-png: model.arch={self.cfg.model.arch} has no attention over the "
-                "source to draw (it encodes the source into one vector)"
-            )
-
-    @property
-    def has_attention(self) -> bool:
-        return bool(getattr(self.model, "has_attention", False))
-
-    @property
-    def attention_kinds(self) -> list[str]:
-        """What :meth:`attention` gives besides log-probabilities: each layer's and head's
-        weights by kind (``cross``, ``encoder``, ``decoder``) where the model has attention
-        layers, and the ``alignment`` of a model that attends to the source; none otherwise."""
-        if not self.has_attention:
-            return []
-        return [*self.model.attention_layers, "alignment"]
-
-    @property
-    def languages(self) -> tuple[str, str] | None:
-        """Source and target language (``data.src_lang``, ``data.tgt_lang``), or None for a
-        dataset of generated strings rather than sentences (dates)."""
-        d = self.cfg.data
-        if not catalog.datasets()[d.dataset].natural_language:
-            return None
-        return str(d.src_lang), str(d.tgt_lang)
-
-    def decodes_with(self, engine: str) -> bool:
-        """Whether ``engine`` (``seqlab``, ``ctranslate2``) can decode this model
-        (:func:`engine_decodes`; CTranslate2 must also be installed to run)."""
-        return engine_decodes(engine, self.cfg.model)
-
-    @property
-    def max_source_tokens(self) -> int:
-        """The most source tokens the encoder reads (``data.max_len`` positions, the last one
-        ``<eos>``); a longer sentence is cut to its first ones (:meth:`is_cut`)."""
-        return self.cfg.data.max_len - 1
-
-    def sentence(self, text: Text) -> Sentence:
-        """``text`` read by the source tokenizer and vocabulary once, into the
-        :class:`~seqlab.tasks.translation.decoding.Sentence` that carries its tokens, ids and
-        unknown tokens wherever it goes (a sentence read already is itself)."""
-        return self.reader.read(text)
-
-    def is_cut(self, sentence: Text) -> bool:
-        """Whether the encoder reads only the first :attr:`max_source_tokens` of ``sentence``."""
-        return self.sentence(sentence).cut
-
-    def source_ids(self, sentence: Text) -> list[int]:
-        """Token ids the encoder reads: the tokens (cut to ``data.max_len - 1``) and ``<eos>``."""
-        return list(self.sentence(sentence).ids)
-
-    def unknown_tokens(self, sentence: Text) -> list[str]:
-        """The tokens of ``sentence`` that the source vocabulary lacks (the encoder reads each as
-        ``<unk>``), in order."""
-        return list(self.sentence(sentence).unknown)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.vocabs.tgt_tokenizer.detokenize(self.vocabs.tgt_vocab.to_tokens(list(ids)))
 
     @renamed_kwargs(need_attention="need_weights")
     @torch.no_grad()
@@ -252,22 +163,6 @@ class Translator(scoring.Scoring, Predictor):
         )
         return found[0] if single else found
 
-    def decode(
-        self,
-        sentences: Sequence[Sentence],
-        decode: DecodeConfig,
-        need_weights: bool = False,
-        batch_size: int = 128,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
-    ) -> list[list[Hypothesis]]:
-        """Sentences read already, decoded by ``decode`` (:meth:`decoding`) on ``engine``
-        (:meth:`check_use`): nothing is checked again."""
-        with torch.no_grad():
-            search = self.engine(engine, quantize)
-            max_len = self.cfg.data.max_len
-            return decode_sentences(search, sentences, decode, need_weights, batch_size, max_len)
-
     @torch.no_grad()
     def attention(
         self, sentence: Text, tokens: Sequence[int] | None = None
@@ -285,23 +180,6 @@ class Translator(scoring.Scoring, Predictor):
         else:
             warn_unknown([("the sentence", read.unknown)], 3)
         return read_attention(self.model, self.vocabs, self.precision, read, tokens)
-
-    def engine(self, engine: str, quantize: str | None = None) -> Engine:
-        """The engine ``engine`` names: seqlab's own search in this translator's precision, or
-        CTranslate2 in ``compute_type`` ``quantize`` (fp32 when None), opened once per setting on
-        the export cache ``RUN/exports/``, written on first use
-        (:class:`~seqlab.tasks.translation.ctranslate2_engine.CTranslate2Search`)."""
-        if engine_name(engine) == SEQLAB:
-            return SeqlabSearch(self.model, self.precision)
-        key = CTranslate2Search.key(quantize)
-        if key not in self._engines:
-            sizes = (len(self.vocabs.src_vocab), len(self.vocabs.tgt_vocab))
-            self._engines[key] = CTranslate2Search(self.model, sizes, self.run, quantize)
-        return self._engines[key]
-
-    def ctranslate2_engine(self, quantize: str | None = None) -> Any:
-        """The CTranslate2 engine that ``engine("ctranslate2", quantize)`` decodes with."""
-        return self.engine(CTRANSLATE2, quantize).engine  # type: ignore[attr-defined]
 
     def predict(
         self,
@@ -347,10 +225,80 @@ class Translator(scoring.Scoring, Predictor):
                 ]
         return out
 
-    @property
-    def alignment_name(self) -> str:
-        """Which attention the heatmaps draw (``figures.alignment_name``)."""
-        return figures.alignment_name(self.model, self.cfg.model, len(self.members) + 1)
+    def translate(
+        self,
+        sentences: Sequence[str] | str,
+        options: DecodeOptions | None = None,
+        *,
+        batch_size: int = 128,
+        engine: str = SEQLAB,
+        quantize: str | None = None,
+        **keywords: Any,
+    ) -> Any:
+        """The best translation of each sentence (``options``, or ``beam=``,
+        ``length_penalty=``: :class:`~seqlab.tasks.translation.options.DecodeOptions`; None =
+        the run's ``decode``): a list for a list of sentences, a string for one sentence."""
+        texts, single = as_sentences(sentences)
+        chosen = self.options_of("evaluate", options, keywords)
+        found = self.hypotheses(
+            texts,
+            self.command_options["translate"].of({**chosen.given(), "nbest": 1}),
+            batch_size=batch_size,
+            engine=engine,
+            quantize=quantize,
+        )
+        outputs = [self.detokenize(h[0].tokens) for h in found]
+        return outputs[0] if single else outputs
+
+    def score(
+        self,
+        sources: Sequence[str],
+        references: Sequence[str],
+        options: DecodeOptions | None = None,
+        *,
+        engine: str = SEQLAB,
+        quantize: str | None = None,
+        **keywords: Any,
+    ) -> dict[str, Any]:
+        """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
+        outputs (key ``translations``). Both are lists of sentences, at least one. A run that
+        reads text through ``data.normalize: simplified`` writes simplified Chinese, and is
+        scored against the references read the same way
+        (:meth:`~seqlab.tasks.translation.scorer.Scorer.score`)."""
+        check_pairs(sources, references)
+        chosen = self.options_of("evaluate", options, keywords)
+        outputs = self.translate(sources, chosen, engine=engine, quantize=quantize)
+        return self.scorer.score(outputs, references)
+
+    def evaluate(
+        self,
+        split: str | None = None,
+        files: Mapping[str, str | Path] | None = None,
+        options: DecodeOptions | None = None,
+        *,
+        engine: str = SEQLAB,
+        quantize: str | None = None,
+        output: str | Path | None = None,
+        force: bool = False,
+        **keywords: Any,
+    ) -> TranslationReport:
+        """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``)
+        or on ``files={"src": FILE, "ref": FILE}`` (``options``, or ``beam=``,
+        ``length_penalty=``); ``output``: also write the translations there (atomically), by the
+        rule of ``--output`` (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not
+        write is refused before any work unless ``force``):
+        :meth:`~seqlab.tasks.translation.scorer.Scorer.evaluate`."""
+        chosen = self.options_of("evaluate", options, keywords)
+        decode = self.decoding(chosen)
+        self.check_use(engine, quantize)
+        split, named = self._source(split, files, "val")
+
+        def score(sources: list[str], references: list[str]) -> dict[str, Any]:
+            return self.score(sources, references, chosen, engine=engine, quantize=quantize)
+
+        report = self.scorer.evaluate(split, named, decode, score, self.checkpoint, output, force)
+        report.device = str(self.device)  # CTranslate2 decodes where the model is, too
+        return report
 
 
 for _method, _command in (
