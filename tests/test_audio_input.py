@@ -311,3 +311,16 @@ def test_each_surfaces_limits_are_named_in_one_place(model):
     assert limits.max_channels == SERVER_LIMITS.max_channels
     assert model.max_seconds <= LOCAL_LIMITS.max_seconds == 600.0
     assert "shared server" in SERVER_LIMITS.why
+
+
+def test_infinite_samples_and_overlong_clips_are_named():
+    """An infinite sample is named as such (its index and time), not as a level to scale; a clip
+    over the length limit is refused with its length and the limit (issue 62's planted bugs)."""
+    x = np.zeros(8000, dtype=np.float32)
+    x[100] = np.inf
+    with pytest.raises(
+        AudioError, match=r"0 NaN and 1 infinite sample\(s\), the first at sample 100"
+    ):
+        load_clip((x, 8000))
+    with pytest.raises(AudioError, match=r"3\.00 s long .* over the limit of 2 s"):
+        load_clip((np.zeros(24000, dtype=np.float32), 8000), max_seconds=2)
