@@ -54,7 +54,7 @@ def child(spec: dict) -> dict:
     from seqlab.tasks.translation import load_pairs
 
     flags = ["--engine", "seqlab", "--beam", str(spec["beam"]), "--threads", "1", "--workers", "1"]
-    model = load_run(build_parser().parse_args(["translate", "--run", spec["run"], *flags]))
+    model = load_run(build_parser().parse_args(["translate", "--run", spec["run"], *flags]))[0]
     sources = [s for s, _ in load_pairs(model.cfg)["val"]][: spec["sentences"]]
     run = {"beam": spec["beam"], "engine": "seqlab", "quantize": None}
     model.hypotheses(sources[:256], **run)  # warm-up

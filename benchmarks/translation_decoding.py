@@ -101,7 +101,7 @@ def warm(spec: dict) -> dict:
 
     sources = Path(spec["input"]).read_text(encoding="utf-8").splitlines()
     args = build_parser().parse_args(["translate", "--run", spec["run"], *spec["flags"]])
-    model: Any = load_run(args)
+    model: Any = load_run(args)[0]
     beam = int(args.beam)
     run = {"beam": beam, "engine": args.engine, "quantize": args.quantize}
     model.hypotheses(sources[:256], **run)  # warm-up (and CTranslate2's export cache)

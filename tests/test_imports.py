@@ -26,7 +26,7 @@ import json, sys
 import seqlab
 {before}
 {call}
-names = sorted(n for n in sys.modules if n == "seqlab" or n.startswith("seqlab."))
+names = sorted(n for n in sys.modules if n in ("seqlab", "torch") or n.startswith("seqlab."))
 print(json.dumps(names))
 """
 
@@ -57,7 +57,15 @@ def _arch_modules(names: list[str]) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "config", ["dates-transformer", "sst2-bilstm", "sunspots-gru", "fsdd-vit", "mnist-cnn"]
+    "config",
+    [
+        "dates-transformer",
+        "sst2-bilstm",
+        "sunspots-gru",
+        "fsdd-vit",
+        "mnist-cnn",
+        "timemachine-char-lstm",
+    ],
 )
 def test_validating_a_config_imports_no_task_and_no_model(config):
     names = imported(
@@ -66,6 +74,10 @@ def test_validating_a_config_imports_no_task_and_no_model(config):
     print(f"load_config({config!r}): {len(names)} seqlab modules")
     assert _under(names, "seqlab.tasks") == [], "validating a config imported tasks"
     assert _under(names, "seqlab.models") == [], "validating a config imported models"
+    # the records of datasets, cells and position schemes are plain data: no reader, no PyTorch
+    assert _under(names, "seqlab.data") == [], "validating a config imported dataset readers"
+    assert _under(names, "seqlab.nn") == [], "validating a config imported building blocks"
+    assert "torch" not in names, "validating a config imported PyTorch"
 
 
 @pytest.mark.parametrize(

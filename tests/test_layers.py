@@ -11,6 +11,9 @@ that can run, and those written for the type checker:
   ran before it did);
 - ``importlib.import_module("seqlab.…")`` with a literal target, or an f-string or ``+`` whose
   text starts with a constant ``seqlab.…`` prefix (then the longest module that prefix names);
+  with any other argument, every module named in the module's tables (module-level dicts whose
+  values are all ``"seqlab.…"`` strings: :mod:`seqlab.builtin`'s ``TASKS`` and ``MODELS``), so a
+  module that imports by a name read from a table imports every module the table names;
 - imports under ``if TYPE_CHECKING:``. They never run, but a type one module names from another
   is a dependency of its design all the same: a circle of types is a circle (it is dodged, not
   fixed, by hiding one side from the interpreter), and a lower layer naming a type of a higher
@@ -36,7 +39,8 @@ imports no ``seqlab.training`` module (how many modules config validation and lo
 
 The order, as the modules use each other:
 
-1. ``errors``, ``tokens``, ``deprecation``, ``catalog`` (its ``records``), ``audio_limits``: the words every layer
+1. ``errors``, ``tokens``, ``deprecation``, ``catalog`` (its ``records``, and ``builtin_records``:
+   seqlab's own datasets and position schemes as plain records), ``audio_limits``: the words every layer
    shares. They import nothing of seqlab, so that every layer can register its models, datasets,
    cells and task rules in the catalog.
 2. ``runtime`` (precision, machine, progress, allocator), ``atomic``: the process, and safe file
@@ -53,6 +57,8 @@ The order, as the modules use each other:
    ``serving`` (what a task declares to be served, and the named limits; no HTTP): below both
    tasks and training.
 7. ``tasks``: data + model + loss + inference for one problem, and the registry of them.
+7b. ``builtin``: seqlab's own tasks and architectures by name, each module imported when its
+   name is first asked for (``import seqlab`` hands the tables to the catalog).
 8. ``training``, ``experiment``: the trainer knows no model, dataset or task; an experiment joins
    a task's data and model to the trainer.
 9. ``analysis``: measurements of the building blocks, and the sentences every analysis and demo
@@ -85,13 +91,14 @@ PACKAGE = Path(seqlab.__file__).parent
 #: the layers, lowest first (the module docstring says why): module prefixes below ``seqlab``,
 #: ``""`` being the package's own ``__init__``; a module belongs to the longest prefix naming it
 LAYERS: list[set[str]] = [
-    {"errors", "tokens", "deprecation", "catalog", "records", "audio_limits"},
+    {"errors", "tokens", "deprecation", "catalog", "records", "builtin_records", "audio_limits"},
     {"runtime", "atomic"},
     {"config", "plotting", "plotting_heatmaps", "figure_files", "fonts"},
     {"nn"},
     {"models", "data"},
     {"storage", "objective", "export", "serving"},
     {"tasks"},
+    {"builtin"},
     {"training", "experiment"},
     {"analysis"},
     {"demos"},
@@ -201,22 +208,38 @@ class Package:
         subs = [f"{module}.{a.name}" for a in node.names]
         return [s if self.is_module(s) else module for s in subs], []
 
-    def dynamic(self, node: ast.Call) -> str | None:
-        """The module an ``importlib.import_module(...)`` call imports, when its argument is a
-        literal, or an f-string or ``+`` that starts with constant text naming our package."""
+    def dynamic(self, node: ast.Call, tables: list[str]) -> list[str]:
+        """The modules an ``importlib.import_module(...)`` call imports: its argument's when it
+        is a literal, or an f-string or ``+`` that starts with constant text naming our package;
+        else every module of the module's ``tables``."""
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
         if name != "import_module" or not node.args:
-            return None
+            return []
         arg = node.args[0]
         while isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
             arg = arg.left
         if isinstance(arg, ast.JoinedStr):
             arg = arg.values[0] if arg.values else arg
         if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
-            return None
+            return [m for m in tables if self.is_module(m)]
         text = arg.value if node.args[0] is arg else arg.value.rstrip(".")
-        return self.longest_module(text) if self.ours(text) else None
+        found = self.longest_module(text) if self.ours(text) else None
+        return [found] if found else []
+
+    def tables(self, tree: ast.Module) -> list[str]:
+        """The modules named by the module-level dicts whose values are all our modules' names."""
+        found: list[str] = []
+        for node in tree.body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if not isinstance(value, ast.Dict) or not value.values:
+                continue
+            names = [v.value for v in value.values if isinstance(v, ast.Constant)]
+            if len(names) == len(value.values) and all(
+                isinstance(n, str) and self.ours(n) for n in names
+            ):
+                found += [n for n in names if n not in found]
+        return found
 
     def read(self, path: Path) -> Source:
         text = path.read_text(encoding="utf-8")
@@ -250,14 +273,16 @@ class Package:
                     add(node, ours, local, typing_only)
                     if not local and not typing_only:
                         external.update(theirs)
-                if isinstance(node, ast.Call) and (target := self.dynamic(node)):
-                    add(node, [target], local, typing_only)
+                if isinstance(node, ast.Call) and (targets := self.dynamic(node, tables)):
+                    add(node, targets, local, typing_only)
                 inner = local or isinstance(
                     node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
                 )
                 visit(list(ast.iter_child_nodes(node)), inner, typing_only)
 
-        visit(list(ast.parse(text).body), False, False)
+        tree = ast.parse(text)
+        tables = self.tables(tree)
+        visit(list(tree.body), False, False)
         return Source(tuple(imports), frozenset(external))
 
 
@@ -491,6 +516,50 @@ def test_the_cycle_check_sees_each_of_three_planted_cycles(tmp_path):
         "seqlab.tasks.a -> seqlab.tasks.b -> seqlab.tasks.a",
         "seqlab.training.steps -> seqlab.training.trainer -> seqlab.training.steps",
     ]
+
+
+def test_an_import_by_a_name_read_from_a_table_imports_every_module_of_the_table(tmp_path):
+    """``import_module(name)`` with a name read from a module's table of module names is an
+    import of each of them: a planted table in a lower layer naming a task is an upward import,
+    and the same call with no table imports nothing the graph can name."""
+    table = (
+        "from importlib import import_module\n\n"
+        "MODULES = {'a': 'seqlab.tasks.x', 'b': 'seqlab.nn.cells'}\n\n\n"
+        "def load(name):\n    import_module(MODULES[name])  # deferred: torch\n"
+    )
+    root = _fake_package(
+        tmp_path,
+        {
+            "data/plugins.py": table,
+            "data/bare.py": "from importlib import import_module\n\nimport_module(NAME)\n",
+            "nn/cells.py": "",
+            "tasks/x.py": "",
+        },
+    )
+    graph = import_graph(root)
+    assert {i.target for i in graph["seqlab.data.plugins"].imports if not i.implicit} == {
+        "seqlab.tasks.x",
+        "seqlab.nn.cells",
+    }
+    assert graph["seqlab.data.bare"].imports == ()
+    assert layering_violations(graph) == [
+        "seqlab.data.plugins:7 imports seqlab.tasks.x, of a higher layer (tasks above data)"
+    ]
+
+
+def test_seqlab_s_own_tasks_and_models_are_imported_by_the_builtin_table_and_nowhere_lower():
+    """The graph sees :mod:`seqlab.builtin` import every task package and architecture module it
+    names, ``import seqlab`` import it, and the catalog import nothing but its records."""
+    from seqlab import builtin
+
+    graph = import_graph()
+    targets = {i.target for i in graph["seqlab.builtin"].imports}
+    assert set(builtin.TASKS.values()) | set(builtin.MODELS.values()) <= targets
+    assert "seqlab.builtin" in {i.target for i in graph["seqlab"].imports}
+    assert {i.target for i in graph["seqlab.catalog"].imports} == {
+        "seqlab.records",
+        "seqlab.builtin_records",
+    }
 
 
 def test_the_layering_check_sees_an_upward_import_through_a_package_or_importlib(tmp_path):

@@ -26,7 +26,7 @@ def test_every_dataset_has_url_checksum_licence():
         "emodb",
     }
     for ds in registry.DATASETS.values():
-        assert ds.licence and (ds.files or ds.fetch)  # files, or a folder found or downloaded
+        assert ds.licence and (ds.files or ds.folder)  # files, or a folder found or downloaded
         for f in ds.files:
             assert f.url.startswith(("http://", "https://"))
             assert all(len(d) == 64 for d in f.sha256)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from seqlab import builtin  # noqa: F401  (the catalog learns where seqlab's own tasks and models are)
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:

@@ -23,30 +23,28 @@ its runs (and so the options of the command line), the checks across sections of
 :class:`seqlab.config.ExperimentConfig`, and the server's route, request, response and page
 panel for it (:class:`TaskSpec`).
 
-Reading a kind (:func:`models`, :func:`datasets`, :func:`cells`, :func:`positions`,
-:func:`tasks`) first
-imports, once, the package that registers seqlab's own records of that kind (:data:`BUILTIN`;
-each architecture's module, :data:`BUILTIN_MODELS`, and each task's package,
-:data:`BUILTIN_TASKS`; one architecture or task alone when it is read by name, :func:`model`,
-:func:`task`):
-adding an architecture or a dataset to seqlab is one new module plus its line in
-:data:`BUILTIN_MODELS` or its import line in ``seqlab/data/__init__.py``. Code outside seqlab registers its
-records the same way before it loads a config that names them; :func:`registered` does it for the
-length of a ``with`` block (``tests/test_plugins.py`` trains, evaluates and loads a model and a
-dataset defined in the test file alone; ``tests/test_task_plugin.py`` a whole task, served).
+seqlab's own datasets, cells and position schemes are plain records
+(:mod:`seqlab.builtin_records`), registered when this module is imported. seqlab's own tasks and
+architectures register themselves when their modules are imported; :mod:`seqlab.builtin` (which
+``import seqlab`` runs) hands the catalog their names and modules (:func:`provide`), and reading
+one by name (:func:`model`, :func:`task`) imports that one module, reading a kind
+(:func:`models`, :func:`tasks`) all of them. Code outside seqlab registers its records the same
+way before it loads a config that names them; :func:`registered` does it for the length of a
+``with`` block (``tests/test_plugins.py`` trains, evaluates and loads a model and a dataset
+defined in the test file alone; ``tests/test_task_plugin.py`` a whole task, served).
 
-This module imports nothing from seqlab but its records (:mod:`seqlab.records`), so every layer
-can register here.
+This module imports nothing from seqlab but its records (:mod:`seqlab.records`,
+:mod:`seqlab.builtin_records`), so every layer can register here.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
+from seqlab.builtin_records import CELLS, DATASETS, POSITIONS
 from seqlab.records import (  # noqa: F401  (the records, named from the catalog as before)
     INPUTS,
     CellSpec,
@@ -59,40 +57,11 @@ from seqlab.records import (  # noqa: F401  (the records, named from the catalog
     TaskSpec,
 )
 
-#: the package that registers seqlab's own records of each kind, imported on first read
-BUILTIN = {
-    "datasets": "seqlab.data",
-    "cells": "seqlab.nn.cells",
-    "positions": "seqlab.nn.attention_positions",
-}
-#: seqlab's own architectures (``model.arch``), in the order listings show them, and the module
-#: that registers each: imported when asked for by name (:func:`model`: a run of one
-#: architecture imports that module alone), or all of them by :func:`models`
-BUILTIN_MODELS = {
-    "rnn_lm": "seqlab.models.rnn_lm",
-    "transformer_lm": "seqlab.models.transformer_lm",
-    "seq2seq": "seqlab.models.seq2seq",
-    "bahdanau": "seqlab.models.bahdanau",
-    "transformer": "seqlab.models.transformer_seq2seq",
-    "rnn_classifier": "seqlab.models.rnn_classifier",
-    "cnn_text": "seqlab.models.cnn_text",
-    "transformer_classifier": "seqlab.models.transformer_classifier",
-    "vit": "seqlab.models.vit",
-    "cnn_image": "seqlab.models.cnn_image",
-    "audio_classifier": "seqlab.models.audio",
-    "ar": "seqlab.models.forecasters",
-    "rnn_forecaster": "seqlab.models.forecasters",
-    "transformer_forecaster": "seqlab.models.forecasters",
-}
-#: seqlab's own tasks, in the order listings show them, and the package that registers each:
-#: imported when asked for by name (:func:`task`), or all of them by :func:`tasks`
-BUILTIN_TASKS = {
-    "language_modeling": "seqlab.tasks.language_modeling",
-    "translation": "seqlab.tasks.translation",
-    "classification": "seqlab.tasks.classification",
-    "audio_classification": "seqlab.tasks.audio",
-    "forecasting": "seqlab.tasks.forecasting",
-}
+#: seqlab's own tasks and architectures by name, with the module that registers each, and what
+#: imports one (:func:`provide`, called by :mod:`seqlab.builtin` when ``import seqlab`` runs)
+BUILTIN_TASKS: Mapping[str, str] = MappingProxyType({})
+BUILTIN_MODELS: Mapping[str, str] = MappingProxyType({})
+_load: Callable[[str], None] = lambda module: None  # noqa: E731
 
 _MODELS: dict[str, ModelSpec] = {}
 _DATASETS: dict[str, DatasetSpec] = {}
@@ -102,13 +71,25 @@ _TASKS: dict[str, TaskSpec] = {}
 _loaded: set[str] = set()
 
 
+def provide(
+    tasks: Mapping[str, str], models: Mapping[str, str], load: Callable[[str], None]
+) -> None:
+    """Where seqlab's own tasks and architectures are: by name, the module that registers each,
+    and ``load(module)``, which imports one (:mod:`seqlab.builtin`, the one caller)."""
+    global BUILTIN_TASKS, BUILTIN_MODELS, _load
+    BUILTIN_TASKS, BUILTIN_MODELS = MappingProxyType(dict(tasks)), MappingProxyType(dict(models))
+    _load = load
+
+
 def _builtin(kind: str) -> None:
+    if kind in ("datasets", "positions", "cells"):
+        return  # seqlab's own: registered below, from their records
     if kind not in _loaded:
         _loaded.add(kind)
         try:
-            by_name = {"tasks": BUILTIN_TASKS, "models": BUILTIN_MODELS}.get(kind)
-            for package in dict.fromkeys(by_name.values()) if by_name else [BUILTIN[kind]]:
-                importlib.import_module(package)
+            by_name = {"tasks": BUILTIN_TASKS, "models": BUILTIN_MODELS}[kind]
+            for module in dict.fromkeys(by_name.values()):
+                _load(module)
         except BaseException:
             _loaded.discard(kind)
             raise
@@ -242,7 +223,7 @@ def model(arch: object) -> ModelSpec | None:
     if not isinstance(arch, str):
         return None
     if arch not in _MODELS and arch in BUILTIN_MODELS:
-        importlib.import_module(BUILTIN_MODELS[arch])
+        _load(BUILTIN_MODELS[arch])
     return _MODELS.get(arch)
 
 
@@ -276,7 +257,7 @@ def task(name: str) -> TaskSpec | None:
     """The task called ``name`` (None if there is none), importing, of seqlab's own tasks, that
     one's package alone."""
     if name not in _TASKS and name in BUILTIN_TASKS:
-        importlib.import_module(BUILTIN_TASKS[name])
+        _load(BUILTIN_TASKS[name])
     return _TASKS.get(name)
 
 
@@ -284,3 +265,12 @@ def choices(names: Any) -> str:
     """``'a', 'b' or 'c'``: registered names for an error message."""
     quoted = [repr(n) for n in names]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+# seqlab's own datasets, position schemes and cells: plain records, no reader and no PyTorch
+for _record in DATASETS:
+    register_dataset(_record)
+for _position in POSITIONS:
+    register_position(_position)
+for _cell in CELLS:
+    register_cell(_cell)

@@ -139,11 +139,17 @@ class DatasetSpec:
         speakers: the speakers of a speech dataset, who ``data.test_speaker`` and
             ``data.val_speaker`` may hold out (none: those keys are refused with it).
         fetch: for a folder of files: ``fetch()`` finds or downloads it, returns its path.
+        folder: the dataset is a folder fetched whole (true when ``fetch`` is given).
+
+    seqlab's own records (:mod:`seqlab.builtin_records`) give neither ``read`` nor ``fetch``:
+    their readers are :data:`seqlab.data.readers.READERS` and ``FOLDERS`` (so that a config
+    validates, and ``seqlab data list`` lists, without importing a reader or PyTorch); a record
+    from outside seqlab gives its ``read``.
     """
 
     name: str
     task: str
-    read: Callable[[Any, int], Any]
+    read: Callable[[Any, int], Any] | None = None
     inputs: Inputs = "text"
     needs_path: bool = False
     labels: tuple[str, ...] = ()
@@ -155,6 +161,11 @@ class DatasetSpec:
     citation: str = ""
     speakers: tuple[str, ...] = ()
     fetch: Callable[[], Any] | None = None
+    folder: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fetch is not None:
+            object.__setattr__(self, "folder", True)
 
 
 @dataclass(frozen=True)
@@ -201,13 +212,24 @@ class CellSpec:
         fused: PyTorch's layer computing the same function, ``fused(input_size, hidden_size,
             num_layers, batch_first=..., dropout=..., bidirectional=...)``, or None.
         why_not_fused: when ``fused`` is None, why PyTorch has none (shown in errors).
+        fusable: PyTorch has a fused layer for it (true when ``fused`` is given).
+
+    seqlab's own records (:mod:`seqlab.builtin_records`) give neither ``cell`` nor ``fused``,
+    only whether the cell is ``fusable``: the classes are bound to them by name in
+    :data:`seqlab.nn.cells.CELLS` (so that a config validates without importing PyTorch), and
+    :func:`seqlab.nn.cells.cell_spec` returns the whole record.
     """
 
     name: str
-    cell: type
+    cell: type | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     fused: Callable[..., Any] | None = None
     why_not_fused: str = ""
+    fusable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fused is not None:
+            object.__setattr__(self, "fusable", True)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 
 from seqlab import catalog
 from seqlab.cli.common import add_force, add_renamed_flags, positive_int, writes_file
+from seqlab.data import registry
 from seqlab.errors import SeqlabError
 from seqlab.storage.outputs import FILE_RULE
 
@@ -15,13 +16,11 @@ def cmd_data_list(args: argparse.Namespace) -> int:
     """Every dataset a config can name (:func:`seqlab.catalog.datasets`), by task: what it is,
     and for those with files to fetch (the record's ``files``, found by
     :mod:`seqlab.data.registry`), where each file was found."""
-    from seqlab.data import registry  # deferred: torch (seqlab.data's readers)
-
     records = sorted(catalog.datasets().values(), key=lambda d: (d.task, d.name))
     for record in records:
         task = record.task.replace("_", " ")
         print(f"{record.name:20s} {task:18s} {record.summary}")
-        if record.fetch is not None:
+        if record.folder:
             print(f"{'':20s} a folder: seqlab data fetch {record.name}; licence: {record.licence}")
             continue
         if not record.files:
@@ -37,16 +36,16 @@ def cmd_data_list(args: argparse.Namespace) -> int:
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> int:
-    from seqlab.data import registry  # deferred: torch (seqlab.data's readers)
+    from seqlab.data import readers  # deferred: torch (the readers)
 
     names = list(registry.downloadable()) if args.names == ["all"] else args.names
     for name in names:
         record = catalog.datasets().get(name)
-        if record is not None and not record.files and record.fetch is None:
+        if record is not None and not record.files and not record.folder:
             what = "reads your file (data.path)" if record.needs_path else "has no files"
             print(f"{name}: {what}; nothing to fetch")
             continue
-        for path in registry.fetch(name):
+        for path in readers.fetch(name):
             print(f"{name}: {path}")
     return 0
 

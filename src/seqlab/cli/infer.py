@@ -108,10 +108,11 @@ def declared(command: str) -> dict[str, Declared]:
     return merged
 
 
-def load_run(args: argparse.Namespace) -> Predictor:
+def load_run(args: argparse.Namespace) -> tuple[Predictor, dict[str, Any]]:
     """Load ``--run`` and refuse what its kind of run does not offer: the command, and
     any option given that its task does not declare for the command; then the task's own checks
-    of the options (:meth:`seqlab.tasks.base.Predictor.check`)."""
+    of the options (:meth:`seqlab.tasks.base.Predictor.check`), which give the keyword
+    arguments of the command's method, validated once."""
     from seqlab.tasks import predictors  # deferred: torch (the tasks)
     from seqlab.tasks.options import undeclared  # deferred: torch (the tasks)
 
@@ -147,13 +148,15 @@ def load_run(args: argparse.Namespace) -> Predictor:
     if ensemble:
         others = [seqlab.load(run, args.which, args.precision, args.device) for run in ensemble]
         model = model.ensemble_with(others, ensemble)  # type: ignore[attr-defined]
-    model.check(command, call_options(args, model))
+    given = call_options(args, model)
+    checked = model.check(command, given)
+    options = given if checked is None else checked  # a check that returns nothing: as given
     lays_out = any(o.flag == "--workers" for o in model.options_for(command))
     if lays_out and getattr(args, "engine", None) != "ctranslate2":
         from seqlab.tasks.translation.engines import give_cores_to_seqlab  # deferred: torch
 
         give_cores_to_seqlab(threads, workers)  # one batch per thread unless told
-    return model
+    return model, options
 
 
 def _value(args: argparse.Namespace, entries: Declared) -> Any:
@@ -221,8 +224,8 @@ def print_figures(args: argparse.Namespace, model: Predictor, figures: list[Path
 
 # ------------------------------------------------------------------------------ commands
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    model = load_run(args)
-    report = model.evaluate(args.split, evaluated_files(args, model), **call_options(args, model))
+    model, options = load_run(args)
+    report = model.evaluate(args.split, evaluated_files(args, model), **options)
     print(json.dumps(report.to_json(), ensure_ascii=False) if args.json else report.format())
     return 0
 
@@ -230,8 +233,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_translate(args: argparse.Namespace) -> int:
     """Each line of ``--input`` or standard input, typed lines answered one by one."""
     lines = read_lines(args.input) if args.input else None  # checked before loading the model
-    model = load_run(args)
-    options = call_options(args, model)
+    model, options = load_run(args)
     figures: list[Path] = []
 
     def run(batch: list[str], first: int) -> None:
@@ -261,7 +263,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_classify(args: argparse.Namespace) -> int:
     """Label each input line, or each file argument of a run that reads files (images)."""
     lines = read_lines(args.input) if args.input else None
-    model = load_run(args)
+    model, options = load_run(args)
     takes_files = any(o.positional for o in model.options_for("classify"))
     if takes_files:
         items: list[str] = list(args.files) or lines or []
@@ -282,7 +284,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
             )
             kept = [(n, item) for n, item in zip(numbers, items, strict=True) if item.strip()]
             numbers, items = [n for n, _ in kept], [item for _, item in kept]
-    out = model.predict(items, numbers=numbers, **call_options(args, model))
+    out = model.predict(items, numbers=numbers, **options)
     for note in out.notes:
         print(f"seqlab: note: {note}", file=sys.stderr)
     for line in out.lines():
@@ -293,27 +295,27 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 def cmd_forecast(args: argparse.Namespace) -> int:
     """The next ``--horizon`` values after a series (a CSV, or the run's own), each fed back."""
-    model = load_run(args)
-    out = model.predict(args.input, **call_options(args, model))
+    model, options = load_run(args)
+    out = model.predict(args.input, **options)
     print_figures(args, model, out.figures)
     print(json.dumps(out.to_json(), ensure_ascii=False) if args.json else out.format())
     return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    model = load_run(args)
-    print(model.predict(args.prefix, **call_options(args, model)).format())
+    model, options = load_run(args)
+    print(model.predict(args.prefix, **options).format())
     return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """The run's ``predict`` on the arguments, or on the lines of ``--input`` or stdin."""
     lines = read_lines(args.input) if args.input else None
-    model = load_run(args)
+    model, options = load_run(args)
     items = list(args.inputs) or (lines if lines is not None else read_stdin_lines())
     if not items:
         raise SeqlabError("give inputs: as arguments, with --input FILE, or on standard input")
-    out = model.predict(items, **call_options(args, model))
+    out = model.predict(items, **options)
     print(json.dumps(out.to_json(), ensure_ascii=False) if args.json else out.format())
     print_figures(args, model, out.figures)
     return 0

@@ -26,7 +26,7 @@ from seqlab.config.models import (
 from seqlab.config.sections import ModelConfigBase
 
 #: seqlab's own architectures' config classes, by ``model.arch`` (each model's module registers
-#: its class with its builder: :data:`seqlab.catalog.BUILTIN_MODELS`)
+#: its class with its builder: :data:`seqlab.builtin.MODELS`)
 MODEL_CONFIGS: dict[str, type[ModelConfigBase]] = {
     c.model_fields["arch"].default: c
     for c in (

@@ -60,7 +60,7 @@ class RNNLMConfig(ModelConfigBase):
                 "set backend: scratch"
             )
         cell = catalog.cells()[self.cell]
-        if cell.fused is None and self.backend == "fused":
+        if not cell.fusable and self.backend == "fused":
             raise ValueError(
                 f"cell {self.cell} has no fused backend ({cell.why_not_fused}); "
                 "set backend: scratch"

@@ -45,7 +45,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from seqlab.atomic import temporary_folder
-from seqlab.catalog import DatasetSpec, register_dataset
+from seqlab.builtin_records import FSDD_SPEAKERS
 from seqlab.data.audio import AudioError, Clip, load_clip
 from seqlab.data.parallel import DataWarning
 from seqlab.data.registry import DATA_DIR_ENV, OFFLINE_ENV, cache_dir, mirror_dir
@@ -72,8 +72,6 @@ Examples = list[tuple[Clip, str]]  # (clip, label name)
 FSDD_URL = (
     "https://github.com/Jakobovski/free-spoken-digit-dataset/archive/refs/tags/v1.0.10.tar.gz"
 )
-FSDD_LABELS = tuple(str(d) for d in range(10))
-FSDD_SPEAKERS = ("george", "jackson", "lucas", "nicolas", "theo", "yweweler")
 #: the dataset's own test split: these indices of every digit and speaker
 FSDD_TEST_INDICES = range(5)
 _FSDD_NAME = re.compile(r"(\d)_([a-z]+)_(\d+)\.wav")
@@ -382,30 +380,10 @@ def read_audio_folder(data: Any, seed: int) -> dict[str, Examples]:
     return {name: _examples(clips, labels, idx) for name, idx in split.items()}
 
 
-register_dataset(
-    DatasetSpec(
-        "fsdd",
-        "audio_classification",
-        read_fsdd,
-        inputs="audio",
-        labels=FSDD_LABELS,
-        eval_split="test",
-        speakers=FSDD_SPEAKERS,
-        fetch=fsdd_recordings,
-        summary="Free Spoken Digit Dataset: spoken digits 0-9, 6 speakers, 8 kHz (Jackson et al.)",
-        licence="CC BY-SA 4.0 (the dataset's README)",
-        citation="Jackson, Z., Souza, C., Flaks, J., Pan, Y., Nicolas, H., Thite, A. Free Spoken "
-        "Digit Dataset (FSDD), v1.0.10. github.com/Jakobovski/free-spoken-digit-dataset",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "audio-folder",
-        "audio_classification",
-        read_audio_folder,
-        inputs="audio",
-        needs_path=True,
-        eval_split="test",
-        summary="your folder of WAV clips (data.path): LABEL/clip.wav, labels = folder names",
-    )
-)
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "fsdd": read_fsdd,
+    "audio-folder": read_audio_folder,
+}
+#: the datasets that are a folder, and what finds or downloads it
+FOLDERS: dict[str, Callable[[], Path]] = {"fsdd": fsdd_recordings}

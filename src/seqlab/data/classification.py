@@ -21,7 +21,7 @@ import csv
 import functools
 import io
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,16 +29,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.catalog import DataFile, DatasetSpec, register_dataset
+from seqlab.builtin_records import AG_NEWS_LABELS, SST2_LABELS
 from seqlab.data.parallel import _Skips, read_lines
 from seqlab.data.registry import resolve
 from seqlab.errors import DataError
 from seqlab.tokens import PAD
 
 Examples = list[tuple[str, str]]  # (text, label name)
-
-SST2_LABELS = ("negative", "positive")
-AG_NEWS_LABELS = ("World", "Sports", "Business", "Sci/Tech")
 
 
 def read_labelled_tsv(path: str | Path, header: bool | None = None) -> Examples:
@@ -390,76 +387,9 @@ class ClassificationBatches:
         return ClassBatch(ids, lengths, labels)
 
 
-AG_NEWS_URL = "https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
-
-register_dataset(
-    DatasetSpec(
-        "sst2",
-        "classification",
-        read_sst2,
-        labels=SST2_LABELS,
-        eval_split="dev",
-        summary="GLUE SST-2: sentiment of movie-review sentences and phrases",
-        files=tuple(
-            DataFile(
-                f"{split}.tsv.gz",
-                "https://dl.fbaipublicfiles.com/glue/data/SST-2.zip",
-                (gz,),
-                archive_member=f"SST-2/{split}.tsv",
-                source_sha256=raw,
-                gzip=True,
-            )
-            for split, gz, raw in (
-                (
-                    "train",
-                    "1c4843303462f8f93e006ff618a9e61d207468cafd030046d7d7fd6b78af342b",
-                    "48eac26399f8456935f81dd9e3a745c1430adb6c62e233ccfe22db4a0d15d1d1",
-                ),
-                (
-                    "dev",
-                    "19553efc6f7bac0b7fdd37d4e29dc37c15e9e779767249a16f857fbfcedb23fa",
-                    "54a9c12c77e402fc14d6a66a506f24d999f596b0176eb777c972cccc2f9cc4b0",
-                ),
-            )
-        ),
-        licence="no explicit licence (GLUE: each task under its source's terms)",
-        citation="Socher et al. (2013), SST; Wang et al. (2018), GLUE.",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "ag_news",
-        "classification",
-        read_ag_news,
-        labels=AG_NEWS_LABELS,
-        eval_split="test",
-        summary="AG's News: topic of news articles (World, Sports, Business, Sci/Tech)",
-        files=(
-            DataFile(
-                "train.csv.gz",
-                AG_NEWS_URL + "train.csv",
-                (),
-                source_sha256="76a0a2d2f92b286371fe4d4044640910a04a803fdd2538e0f3f29a5c6f6b672e",
-                gzip=True,
-            ),
-            DataFile(
-                "test.csv.gz",
-                AG_NEWS_URL + "test.csv",
-                ("3c277beb6ce3dd635407635cb90a7c5ceaf87168fabb3be218e39aa2b097f706",),
-                source_sha256="521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
-                gzip=True,
-            ),
-        ),
-        licence="research / non-commercial use (the dataset's readme)",
-        citation="Zhang, X., Zhao, J., LeCun, Y. (2015). Character-level ConvNets.",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "text-classification",
-        "classification",
-        read_labelled_file,
-        needs_path=True,
-        summary="your labelled file (data.path): TSV text<TAB>label, or CSV with a header",
-    )
-)
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "sst2": read_sst2,
+    "ag_news": read_ag_news,
+    "text-classification": read_labelled_file,
+}

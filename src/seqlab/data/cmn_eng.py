@@ -27,21 +27,17 @@ from __future__ import annotations
 
 import random
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from seqlab.catalog import DataFile, DatasetSpec, register_dataset
+from seqlab.builtin_records import CMN_ENG_FILE
 from seqlab.data import registry
 from seqlab.data.chinese import normalize_chinese
 from seqlab.data.parallel import ParallelCorpus, decode_lines, parse_tsv_pairs, split_pairs
 from seqlab.errors import DataError
 
-CMN_ENG_FILE = "cmn-eng.zip"
 CMN_ENG_MEMBER = "cmn.txt"
-CMN_ENG_URL = "http://www.manythings.org/anki/cmn-eng.zip"
-#: the 2026-02-13 export; manythings.org replaces the file with each export, so a newer one is
-#: refused by its checksum until its digest is added here
-CMN_ENG_SHA256 = "d606361aa7312dcdfb15ef4fc51cb1e7ed8bc2dc608a7b192626cd36e8403106"
 #: the seed of the fixed split (not ``train.seed``: runs of every seed validate alike)
 SPLIT_SEED = 0
 
@@ -142,18 +138,9 @@ def cmn_eng_splits(
     return out
 
 
-register_dataset(
-    DatasetSpec(
-        "cmn-eng",
-        "translation",
-        lambda data, seed: split_pairs(
-            cmn_eng_splits(data.src_lang, data.tgt_lang, data.val_examples, data.num_examples)
-        ),
-        summary="Tatoeba Mandarin Chinese-English pairs (mixed script), zh→en or en→zh; "
-        "no sentence on two sides of the split",
-        files=(DataFile(CMN_ENG_FILE, CMN_ENG_URL, (CMN_ENG_SHA256,)),),
-        licence="CC-BY 2.0 (France); attribution: tatoeba.org and manythings.org/anki, and "
-        "each pair's own (the file's third column)",
-        citation="Tatoeba Project (tatoeba.org); manythings.org/anki, export of 2026-02-13",
-    )
-)
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "cmn-eng": lambda data, seed: split_pairs(
+        cmn_eng_splits(data.src_lang, data.tgt_lang, data.val_examples, data.num_examples)
+    ),
+}

@@ -36,13 +36,13 @@ import re
 import shutil
 import urllib.request
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from seqlab.atomic import temporary_folder
-from seqlab.catalog import DatasetSpec, register_dataset
+from seqlab.builtin_records import EMODB_EMOTIONS, EMODB_SPEAKERS
 from seqlab.data.audio import Clip, load_clip
 from seqlab.data.audio_datasets import dataset_folder, label_cycle
 from seqlab.data.registry import cache_dir
@@ -76,10 +76,6 @@ EMODB_CODES = {
     "T": "sadness",  # Trauer
     "N": "neutral",
 }
-#: the labels, in this order in every matrix and report
-EMODB_EMOTIONS = ("anger", "boredom", "disgust", "fear", "happiness", "neutral", "sadness")
-#: the ten actors, in the folds' order (each fold validates on the next)
-EMODB_SPEAKERS = ("03", "08", "09", "10", "11", "12", "13", "14", "15", "16")
 #: each actor's sex, from the release's documentation
 EMODB_SEX = {
     "03": "m", "08": "f", "09": "f", "10": "m", "11": "m",
@@ -284,19 +280,9 @@ def per_sex(rows: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-register_dataset(
-    DatasetSpec(
-        "emodb",
-        "audio_classification",
-        read_emodb,
-        inputs="audio",
-        labels=EMODB_EMOTIONS,
-        eval_split="test",
-        speakers=EMODB_SPEAKERS,
-        fetch=emodb_wavs,
-        summary="Berlin EmoDB: 7 emotions, 10 actors (5 women, 5 men), German (Burkhardt et al.)",
-        licence="CC0-1.0 as republished by audEERING (the original site states none)",
-        citation="Burkhardt, F., Paeschke, A., Rolfes, M., Sendlmeier, W., Weiss, B. A database "
-        "of German emotional speech. Interspeech 2005",
-    )
-)
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "emodb": read_emodb,
+}
+#: the datasets that are a folder, and what finds or downloads it
+FOLDERS: dict[str, Callable[[], Path]] = {"emodb": emodb_wavs}

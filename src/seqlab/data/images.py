@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import re
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -24,7 +25,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from seqlab.catalog import DataFile, DatasetSpec, register_dataset
 from seqlab.data.classification import hold_out
 from seqlab.data.registry import resolve
 from seqlab.errors import DataError
@@ -33,7 +33,6 @@ MNIST_FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
     "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
 }
-MNIST_LABELS = tuple(str(d) for d in range(10))
 
 
 def read_idx(path: str | Path) -> np.ndarray:
@@ -160,28 +159,7 @@ def _converted(img: Any, size: int, channels: int) -> tuple[Tensor, str | None]:
     return x, ("; ".join(notes) or None)
 
 
-MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"  # torchvision's mirror of LeCun's
-_MNIST_SHA256 = {
-    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
-    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
-    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
-    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "mnist": read_mnist,
 }
-
-register_dataset(
-    DatasetSpec(
-        "mnist",
-        "classification",
-        read_mnist,
-        inputs="image",
-        labels=MNIST_LABELS,
-        eval_split="test",
-        summary="MNIST handwritten digits, 28×28 grey (LeCun et al.)",
-        files=tuple(
-            DataFile(name, MNIST_URL + name, (digest,))
-            for name, digest in sorted(_MNIST_SHA256.items())
-        ),
-        licence="CC BY-SA 3.0 (Yann LeCun and Corinna Cortes)",
-        citation="LeCun, Y., Cortes, C., Burges, C. J. C. The MNIST database.",
-    )
-)

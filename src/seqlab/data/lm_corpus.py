@@ -15,7 +15,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.catalog import DataFile, DatasetSpec, register_dataset
 from seqlab.data.registry import resolve
 from seqlab.data.tokenizers import (
     CharTokenizer,
@@ -116,46 +115,9 @@ def _read_corpus(name: str) -> Callable[[Any, int], str]:
     return read
 
 
-register_dataset(
-    DatasetSpec(
-        "timemachine",
-        "language_modeling",
-        _read_corpus("timemachine"),
-        summary="H. G. Wells, The Time Machine (the corpus of d2l.ai §9.2)",
-        files=(
-            DataFile(
-                "timemachine.txt",
-                "http://d2l-data.s3-accelerate.amazonaws.com/timemachine.txt",
-                ("4149e15a170aa94068969282e8b2cee7aaab0d889bf1c0d684378177040267dd",),
-            ),
-        ),
-        licence="public domain (Project Gutenberg #35)",
-        citation="Wells, H. G. (1895). The Time Machine.",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "tinyshakespeare",
-        "language_modeling",
-        _read_corpus("tinyshakespeare"),
-        summary="Tiny Shakespeare (Karpathy's char-rnn corpus, 1.1M characters)",
-        files=(
-            DataFile(
-                "input.txt",
-                "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
-                ("86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",),
-            ),
-        ),
-        licence="public domain text",
-        citation="Karpathy, A. (2015). char-rnn.",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "text",
-        "language_modeling",
-        _read_corpus("text"),
-        needs_path=True,
-        summary="your UTF-8 text file (data.path); its last val_fraction validates",
-    )
-)
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "timemachine": _read_corpus("timemachine"),
+    "tinyshakespeare": _read_corpus("tinyshakespeare"),
+    "text": _read_corpus("text"),
+}

@@ -28,28 +28,16 @@ from __future__ import annotations
 import gzip
 import random
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from seqlab.catalog import DataFile, DatasetSpec, register_dataset
 from seqlab.data import registry
 from seqlab.errors import DataError
 
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
 MULTI30K_LANGS = ("en", "de", "fr")
-MULTI30K_RAW = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
-_MULTI30K_SHA256 = {
-    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-    "test_2016_flickr.fr.gz": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
-    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-    "train.fr.gz": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
-    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
-    "val.fr.gz": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
-}
 FRA_ENG_FILE = "fra.txt"
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -326,46 +314,13 @@ def split_pairs(splits: dict[str, ParallelCorpus]) -> dict[str, list[tuple[str, 
     return {name: list(corpus.pairs) for name, corpus in splits.items()}
 
 
-register_dataset(
-    DatasetSpec(
-        "multi30k",
-        "translation",
-        lambda data, seed: split_pairs(
-            multi30k_splits(data.src_lang, data.tgt_lang, data.num_examples)
-        ),
-        summary="Multi30k task 1: image captions in en/de/fr (data.src_lang, data.tgt_lang)",
-        files=tuple(
-            DataFile(name, MULTI30K_RAW + name, (digest,))
-            for name, digest in sorted(_MULTI30K_SHA256.items())
-        ),
-        licence="research use; cite Elliott et al. 2016",
-        citation="Elliott, D., Frank, S., Sima'an, K., Specia, L. (2016). Multi30K.",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "fra-eng",
-        "translation",
-        # a fixed split (seed 0), whatever train.seed: runs with other seeds validate alike
-        lambda data, seed: split_pairs(
-            fra_eng_splits(data.src_lang, data.tgt_lang, data.val_examples, data.num_examples)
-        ),
-        summary="Tatoeba English-French pairs (d2l.ai §10.5), en→fr or fr→en",
-        files=(
-            DataFile(
-                "fra.txt",
-                "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip",
-                # the full file as in the d2l zip (the 2019-04-07 export, 167,130 lines; a copy
-                # is kept in shared/data/fra-eng-full), then the 18,066-line slice in shared/data
-                (
-                    "0bb85dbaa1c896844649094d7eaf2e34bee34e84fe362b26ce7e8f2e12aae104",
-                    "83c52c40b50fc3e2c8fdaeda0e71b9beee889547b745822b7574dc88ad4f9b76",
-                ),
-                archive_member="fra-eng/fra.txt",
-                archive_sha1="94646ad1522d915e7b0f9296181140edcf86a4f5",
-            ),
-        ),
-        licence="CC-BY 2.0; attribution: tatoeba.org and manythings.org/anki",
-        citation="Tatoeba Project; manythings.org/anki",
-    )
-)
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "multi30k": lambda data, seed: split_pairs(
+        multi30k_splits(data.src_lang, data.tgt_lang, data.num_examples)
+    ),
+    # a fixed split (seed 0), whatever train.seed: runs with other seeds validate alike
+    "fra-eng": lambda data, seed: split_pairs(
+        fra_eng_splits(data.src_lang, data.tgt_lang, data.val_examples, data.num_examples)
+    ),
+}

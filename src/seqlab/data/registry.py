@@ -29,7 +29,7 @@ from seqlab import catalog
 from seqlab.catalog import DataFile, DatasetSpec
 from seqlab.errors import DataError
 
-__all__ = ["DataFile", "downloadable", "fetch", "get_dataset", "resolve", "status", "verify"]
+__all__ = ["DataFile", "downloadable", "get_dataset", "resolve", "status", "verify"]
 
 DATA_DIR_ENV = "SEQLAB_DATA_DIR"
 CACHE_DIR_ENV = "SEQLAB_CACHE_DIR"
@@ -38,8 +38,8 @@ OFFLINE_ENV = "SEQLAB_OFFLINE"
 
 def downloadable() -> dict[str, DatasetSpec]:
     """Every dataset of the catalog with files or a folder to fetch (:attr:`DatasetSpec.files`,
-    :attr:`DatasetSpec.fetch`), by name."""
-    return {name: spec for name, spec in catalog.datasets().items() if spec.files or spec.fetch}
+    :attr:`DatasetSpec.folder`), by name."""
+    return {name: spec for name, spec in catalog.datasets().items() if spec.files or spec.folder}
 
 
 def __getattr__(name: str) -> object:
@@ -208,15 +208,6 @@ def _download(dataset: str, entry: DataFile) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
         tmp.with_suffix(".member").unlink(missing_ok=True)
-
-
-def fetch(dataset: str) -> list[Path]:
-    """Resolve every file of a dataset (downloading what is missing); a dataset that is a
-    folder (:attr:`DatasetSpec.fetch`): that folder."""
-    spec = get_dataset(dataset)
-    if spec.fetch is not None:
-        return [spec.fetch()]
-    return [resolve(dataset, f.name) for f in spec.files]
 
 
 def status(dataset: str) -> list[tuple[str, Path | None]]:

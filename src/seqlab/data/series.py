@@ -20,14 +20,14 @@ import csv
 import io
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from seqlab.catalog import DataFile, DatasetSpec, register_dataset
 from seqlab.data.parallel import read_lines
 from seqlab.data.registry import resolve
 from seqlab.errors import DataError
@@ -342,42 +342,13 @@ def k_step_predictions(
 
 
 # ---------------------------------------------------------------------------------------- records
-register_dataset(
-    DatasetSpec(
-        "sine",
-        "forecasting",
-        lambda data, seed: sine_series(data.length, seed),
-        inputs="series",
-        summary="a noisy sine, x_t = sin(0.01 t) + 0.2 ε_t (d2l.ai §9.1), generated",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "sunspots",
-        "forecasting",
-        lambda data, seed: load_sunspots(),
-        inputs="series",
-        summary="monthly mean sunspot numbers 1749-1983 (WDC-SILSO, Zurich series)",
-        files=(
-            DataFile(
-                "monthly-sunspots.csv",
-                "https://raw.githubusercontent.com/jbrownlee/Datasets/master/monthly-sunspots.csv",
-                ("c4ec8cc57d9f6fb6ecdb3e1f37f25b6f4badd5124c55931052b0cd2fc3bc71f3",),
-            ),
-        ),
-        licence="SILSO data: CC BY-NC 4.0 (Source: WDC-SILSO, Royal Observatory of Belgium)",
-        citation="SILSO World Data Center; Andrews & Herzberg (1985), Data.",
-    )
-)
-register_dataset(
-    DatasetSpec(
-        "series",
-        "forecasting",
-        lambda data, seed: torch.tensor(
-            read_series_csv(data.path, data.column, data.missing), dtype=torch.float32
-        ),
-        inputs="series",
-        needs_path=True,
-        summary="your CSV (data.path): one value per row, in data.column (default: the last)",
-    )
-)
+
+
+#: the readers of this module's datasets, by name (their records: :mod:`seqlab.builtin_records`)
+READERS: dict[str, Callable[[Any, int], Any]] = {
+    "sine": lambda data, seed: sine_series(data.length, seed),
+    "sunspots": lambda data, seed: load_sunspots(),
+    "series": lambda data, seed: torch.tensor(
+        read_series_csv(data.path, data.column, data.missing), dtype=torch.float32
+    ),
+}

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from seqlab import catalog
 from seqlab.analysis.summary import claim, percent, run_precision
 from seqlab.atomic import atomic_write_text
 from seqlab.config import load_config
+from seqlab.data import readers
 from seqlab.data.audio_batching import pad_waves
 from seqlab.demos.dates import clear_earlier_run
 from seqlab.experiment import train
@@ -56,7 +56,7 @@ def run_spoken_digits(
     model = load(run_dir)
     report = model.evaluate("test", confusion_png=out / "confusion.png")
 
-    examples = catalog.datasets()["fsdd"].read(cfg.data, cfg.train.seed)
+    examples = readers.read(cfg.data, cfg.train.seed)
     clip = next(c for c, _ in examples["test"] if c.source == EXAMPLE)
     waves, lengths = pad_waves([clip.samples])
     power = model.model.log_mel.power(waves, lengths)[0]  # (bins, T)

@@ -2,7 +2,7 @@
 
 Each architecture's module holds its config class (a :class:`seqlab.config.ModelConfigBase`), its
 model and one :func:`seqlab.catalog.register_model` line; the catalog imports the module when its
-architecture is first named (:data:`seqlab.catalog.BUILTIN_MODELS`), so a config or a run of one
+architecture is first named (:data:`seqlab.builtin.MODELS`), so a config or a run of one
 architecture imports no other: a new architecture is a new module plus its line there.
 """
 

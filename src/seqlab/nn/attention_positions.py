@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from seqlab.catalog import PositionSpec, positions, register_position
+from seqlab.catalog import PositionSpec, positions
 from seqlab.nn.relative_positions import alibi_slopes, rotary_angles, t5_buckets
 
 
@@ -212,53 +212,3 @@ def position_spec(kind: str) -> PositionSpec:
     if kind not in known:
         raise ValueError(f"unknown positions {kind!r}; choose one of {', '.join(known)}")
     return known[kind]
-
-
-register_position(
-    PositionSpec(
-        "sinusoidal",
-        "sin/cos of position × frequency added to the embeddings (Vaswani et al. 2017, §3.5)",
-        absolute=True,
-        ctranslate2="seqlab's sinusoidal table as the position encodings",
-    )
-)
-register_position(
-    PositionSpec(
-        "learned",
-        "a trained vector per position added to the embeddings (GPT; Gehring et al. 2017)",
-        absolute=True,
-        ctranslate2="the learned tables as the position encodings",
-    )
-)
-register_position(
-    PositionSpec(
-        "rope",
-        "queries and keys rotated by position × frequency (Su et al. 2021, RoFormer)",
-        linear_attention=False,
-        ctranslate2="rotary embeddings: interleaved pairs, base 10000, whole head",
-        pairs=True,
-    )
-)
-register_position(
-    PositionSpec(
-        "alibi",
-        "−m_h·|i − j| added to head h's logits (Press et al. 2022, Train Short, Test Long)",
-        bias=True,
-        linear_attention=False,
-    )
-)
-register_position(
-    PositionSpec(
-        "t5_bias",
-        "a learned scalar per head and log-bucketed distance (Raffel et al. 2020, §2.1)",
-        bias=True,
-        linear_attention=False,
-    )
-)
-register_position(
-    PositionSpec(
-        "none",
-        "no positions: the causal mask alone carries order (Haviv et al. 2022)",
-        causal_only=True,
-    )
-)

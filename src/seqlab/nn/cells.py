@@ -1,5 +1,7 @@
 """Recurrent cells, from scratch: tanh/ReLU RNN, output-gated RNN, GRU (two forms), LSTM and
-peephole LSTM, each registered by one record (:class:`seqlab.catalog.CellSpec`).
+peephole LSTM, each named by one record (:class:`seqlab.catalog.CellSpec`, in
+:mod:`seqlab.builtin_records`) and bound here to its class and PyTorch's fused layer
+(:data:`CELLS`).
 
 Notation and weight layout as in :mod:`seqlab.nn.rnn`, the layer that runs these cells: B batch
 size, I input size, H hidden size, G gate blocks per cell (1 for the RNN, 2 for the output-gated
@@ -8,13 +10,14 @@ RNN, 3 for the GRUs, 4 for the LSTMs). Equations are written with row vectors, a
 PyTorch's order (GRU: r, z, n; LSTM: i, f, g, o), each block with two biases, ``bias_ih`` and
 ``bias_hh``, so that converting to ``nn.RNN``/``nn.GRU``/``nn.LSTM`` is a renaming.
 
-Each record names the cell's ``model.cell`` name, its class and PyTorch's fused layer for it, if
-any; ``model.cell``'s choices, :func:`make_cell` and the layer's backends derive from them.
+``model.cell``'s choices, :func:`make_cell` and the layer's backends derive from the records.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 import torch
@@ -22,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab import catalog
-from seqlab.catalog import CellSpec, register_cell
+from seqlab.catalog import CellSpec
 
 
 # ------------------------------------------------------------------------------------------ cells
@@ -258,36 +261,30 @@ class PeepholeLSTMCell(_Cell):
 
 
 # ---------------------------------------------------------------------------------------- records
-# one record per cell: model.cell's name, the scratch cell, PyTorch's fused layer (or why none)
-register_cell(CellSpec("rnn", RNNCell, {"nonlinearity": "tanh"}, fused=nn.RNN))
-register_cell(
-    CellSpec(
-        "rnn_relu", RNNCell, {"nonlinearity": "relu"}, fused=partial(nn.RNN, nonlinearity="relu")
-    )
-)
-register_cell(CellSpec("gru", GRUCell, fused=nn.GRU))
-register_cell(
-    CellSpec(
-        "gru_reset_before",
-        GRUResetBeforeCell,
-        why_not_fused="nn.GRU applies the reset gate after the recurrent matmul",
-    )
-)
-register_cell(
-    CellSpec("output_gated_rnn", OutputGatedRNNCell, why_not_fused="PyTorch has no such layer")
-)
-register_cell(CellSpec("lstm", LSTMCell, fused=nn.LSTM))
-register_cell(
-    CellSpec("peephole_lstm", PeepholeLSTMCell, why_not_fused="nn.LSTM has no peephole connections")
-)
+#: the scratch cell and PyTorch's fused layer (None: none) of each of seqlab's own cells, by
+#: ``model.cell``; their records (options, why no fused layer): :mod:`seqlab.builtin_records`
+CELLS: dict[str, tuple[type[_Cell], Callable[..., nn.Module] | None]] = {
+    "rnn": (RNNCell, nn.RNN),
+    "rnn_relu": (RNNCell, partial(nn.RNN, nonlinearity="relu")),
+    "gru": (GRUCell, nn.GRU),
+    "gru_reset_before": (GRUResetBeforeCell, None),
+    "output_gated_rnn": (OutputGatedRNNCell, None),
+    "lstm": (LSTMCell, nn.LSTM),
+    "peephole_lstm": (PeepholeLSTMCell, None),
+}
 
 
 def cell_spec(cell: str) -> CellSpec:
-    """The record of the cell called ``cell`` (:func:`seqlab.catalog.cells`)."""
+    """The record of the cell called ``cell`` (:func:`seqlab.catalog.cells`), with its classes
+    (seqlab's own: from :data:`CELLS`)."""
     known = catalog.cells()
     if cell not in known:
         raise ValueError(f"unknown cell {cell!r}; choose one of {', '.join(known)}")
-    return known[cell]
+    spec = known[cell]
+    if spec.cell is None:
+        scratch, fused = CELLS[cell]
+        spec = replace(spec, cell=scratch, fused=fused)
+    return spec
 
 
 def make_cell(cell: str, input_size: int, hidden_size: int) -> _Cell:

@@ -28,7 +28,7 @@ from seqlab.tasks.options import Option
 
 
 def tasks() -> list[TaskSpec]:
-    """Every task: seqlab's own (:data:`seqlab.catalog.BUILTIN_TASKS`, each package imported),
+    """Every task: seqlab's own (:data:`seqlab.builtin.TASKS`, each package imported),
     then the others in the order registered."""
     return list(catalog.tasks().values())
 

@@ -164,10 +164,13 @@ class Predictor(ABC):
         on the user's ``files`` (keyed by the declared ``file`` options: ``{"src": …, "ref":
         …}``); ``options`` are the declared ones of ``evaluate``."""
 
-    def check(self, command: str, options: Mapping[str, Any]) -> None:
+    def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
         """Refuse a combination of ``options`` (``{dest: value}``) of ``command`` before any
-        work; the command line calls it right after loading. Nothing by default."""
-        return None
+        work, and return the keyword arguments to call ``command``'s method with (a task may
+        hand them on as the one options model it validated here, so that the call does not
+        validate them again); the command line calls it right after loading. By default:
+        ``options`` as they are."""
+        return dict(options)
 
     @classmethod
     def accepts(cls, cfg: ExperimentConfig) -> bool:

@@ -35,8 +35,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from seqlab import catalog
 from seqlab.config import ExperimentConfig
+from seqlab.data import readers
 from seqlab.data.audio import LOCAL_LIMITS, AudioError, AudioSource, Clip, load_clip, warn_about
 from seqlab.data.speech import Speech
 from seqlab.errors import SeqlabError
@@ -304,9 +304,7 @@ class ClipClassifier(Classifier):
         return out
 
     def split_examples(self, split: str) -> tuple[list[Tensor], list[str]]:
-        examples = catalog.datasets()[self.cfg.data.dataset].read(
-            self.cfg.data, self.cfg.train.seed
-        )
+        examples = readers.read(self.cfg.data, self.cfg.train.seed)
         if split not in examples:
             raise SeqlabError(
                 f"data.dataset={self.cfg.data.dataset} has no {split!r} split; it has "
@@ -366,10 +364,10 @@ class ClipClassifier(Classifier):
     def _needs_attention(self) -> None:
         self.reader.needs_attention()
 
-    def check(self, command: str, options: Mapping[str, Any]) -> None:
+    def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
         if options.get("attention_png"):
             self._needs_attention()
-        super().check(command, options)
+        return super().check(command, options)
 
     @classmethod
     def accepts(cls, cfg: ExperimentConfig) -> bool:

@@ -23,6 +23,7 @@ from torch import nn
 
 from seqlab import catalog
 from seqlab.config import ExperimentConfig
+from seqlab.data import readers
 from seqlab.data.audio_batching import AudioBatches
 from seqlab.errors import DataError
 from seqlab.nn.audio import feature_stats
@@ -58,7 +59,7 @@ def normalisation(model: nn.Module, batches: AudioBatches) -> tuple[torch.Tensor
 def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:
     """Clips, labels (the run's own when resuming), normalisation, batches and the model."""
     spec = catalog.datasets()[cfg.data.dataset]
-    examples = spec.read(cfg.data, cfg.train.seed)
+    examples = readers.read(cfg.data, cfg.train.seed)
     if run_dir is not None:
         classes = Classes.load(run_dir / "classes.json")
     else:

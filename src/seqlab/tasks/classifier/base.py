@@ -226,7 +226,7 @@ class Classifier(Predictor):
                 "transformer_classifier and vit models do"
             )
 
-    def check(self, command: str, options: Mapping[str, Any]) -> None:
+    def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
         if options.get("layer", -1) != -1 and not options.get("attention_png"):
             raise SeqlabError(
                 "--layer picks the layer that --attention-png draws; give --attention-png DIR too"
@@ -236,6 +236,7 @@ class Classifier(Predictor):
                 f"--attention-png: model.arch={self.cfg.model.arch} has no self-attention to "
                 "draw (transformer_classifier and vit have)"
             )
+        return dict(options)
 
     def probabilities(
         self, items: Sequence[str] | Sequence[Path] | str | Path | Tensor, batch_size: int = 256

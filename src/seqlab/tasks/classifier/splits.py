@@ -1,6 +1,6 @@
 """The run's dataset, as classification reads it: its record, its splits and its label names.
 
-Each dataset's reader makes its splits (:attr:`seqlab.catalog.DatasetSpec.read`). The validation
+Each dataset's reader makes its splits (:func:`seqlab.data.readers.read`). The validation
 split that chooses checkpoints is always held out of the training data (``data.val_examples``, a
 seeded choice); the dataset's evaluation split (:attr:`seqlab.catalog.DatasetSpec.eval_split`) is
 never used to choose anything.
@@ -12,11 +12,12 @@ from torch import Tensor
 
 from seqlab import catalog
 from seqlab.config import ExperimentConfig
+from seqlab.data import readers
 from seqlab.data.classification import Examples
 
 
 def dataset_of(cfg: ExperimentConfig) -> catalog.DatasetSpec:
-    """The record of the run's dataset: its reader, label names, evaluation split, inputs."""
+    """The record of the run's dataset: its label names, evaluation split, inputs."""
     return catalog.datasets()[cfg.data.dataset]
 
 
@@ -26,8 +27,8 @@ def is_image_task(cfg: ExperimentConfig) -> bool:
 
 def text_splits(cfg: ExperimentConfig) -> dict[str, Examples]:
     """``(text, label)`` examples of each split, from the dataset's reader
-    (:attr:`seqlab.catalog.DatasetSpec.read`)."""
-    return dataset_of(cfg).read(cfg.data, cfg.train.seed)
+    (:func:`seqlab.data.readers.read`)."""
+    return readers.read(cfg.data, cfg.train.seed)
 
 
 def known_labels(cfg: ExperimentConfig) -> tuple[str, ...]:
@@ -37,7 +38,7 @@ def known_labels(cfg: ExperimentConfig) -> tuple[str, ...]:
 
 def image_splits(cfg: ExperimentConfig) -> dict[str, tuple[Tensor, Tensor]]:
     """Images ``(N, C, H, W)`` in [0, 1] and labels, per split, from the dataset's reader."""
-    return dataset_of(cfg).read(cfg.data, cfg.train.seed)
+    return readers.read(cfg.data, cfg.train.seed)
 
 
 def eval_split(cfg: ExperimentConfig) -> str:

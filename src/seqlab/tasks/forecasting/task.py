@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab import catalog
 from seqlab.atomic import atomic_write_json, read_format_json
 from seqlab.config import ExperimentConfig
+from seqlab.data import readers
 from seqlab.data.series import (
     MAX_ABS_VALUE,
     OPTION_SETTINGS,
@@ -53,8 +53,8 @@ SERIES_FORMAT = "seqlab.series/1"
 
 def load_series(cfg: ExperimentConfig) -> Tensor:
     """The configured series, unscaled, ``(N,)``, from the dataset's reader
-    (:attr:`seqlab.catalog.DatasetSpec.read`)."""
-    return catalog.datasets()[cfg.data.dataset].read(cfg.data, cfg.train.seed)
+    (:func:`seqlab.data.readers.read`)."""
+    return readers.read(cfg.data, cfg.train.seed)
 
 
 def split_of(cfg: ExperimentConfig, n: int) -> Split:

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab import catalog
 from seqlab.config import ExperimentConfig
+from seqlab.data import readers
 from seqlab.data.lm_batching import LMBatches
 from seqlab.data.lm_corpus import LMCorpus, build_lm_corpus
 from seqlab.data.tokenizers import (
@@ -91,7 +91,7 @@ def load_corpus(
     when given, else built on the training part)."""
     d = cfg.data
     return build_lm_corpus(
-        catalog.datasets()[d.dataset].read(d, cfg.train.seed),  # the whole text
+        readers.read(d, cfg.train.seed),  # the whole text
         tokenizer=d.tokenizer,
         normalize=d.normalize,
         val_fraction=d.val_fraction,
@@ -238,14 +238,18 @@ class LanguageModel(Predictor):
         """``seqlab generate``: the prefix ``inputs`` continued (see :meth:`generate`)."""
         return Generation(self.generate(inputs, options=options, **keywords))
 
-    def check(self, command: str, options: Mapping[str, Any]) -> None:
+    def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
         """``generate``: its options (a
         :class:`~seqlab.tasks.language_modeling.options.GenerateOptions`, validated here: the
-        Python API's and the command line's one check) and what they mean for this run
-        (:meth:`ready`)."""
-        if command == "generate":
-            given = {k: options.get(k) for k in GenerateOptions.model_fields}
-            self.ready(self.options_of(command, None, given))
+        Python API's and the command line's one check, handed on as one ``options`` model) and
+        what they mean for this run (:meth:`ready`)."""
+        if command != "generate":
+            return dict(options)
+        given = {k: options.get(k) for k in GenerateOptions.model_fields}
+        chosen = self.options_of(command, None, given)
+        self.ready(chosen)
+        rest = {k: v for k, v in options.items() if k not in GenerateOptions.model_fields}
+        return {**rest, "options": chosen}
 
     def ready(self, options: GenerateOptions) -> Sampling:
         """How tokens are chosen for validated ``options`` (:meth:`sampling`), once the run is

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from seqlab import catalog
 from seqlab.config import ExperimentConfig
+from seqlab.data import readers
 from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
 from seqlab.data.translation_batching import TranslationVocabs
 from seqlab.data.vocab import Vocab
@@ -29,8 +29,8 @@ Pairs = list[tuple[str, str]]
 
 def load_pairs(cfg: ExperimentConfig) -> dict[str, Pairs]:
     """Train / val (/ test) sentence pairs of ``cfg.data.dataset``, from its reader
-    (:attr:`seqlab.catalog.DatasetSpec.read`)."""
-    return catalog.datasets()[cfg.data.dataset].read(cfg.data, cfg.train.seed)
+    (:func:`seqlab.data.readers.read`)."""
+    return readers.read(cfg.data, cfg.train.seed)
 
 
 def save_vocabs(vocabs: TranslationVocabs, run_dir: Path) -> None:

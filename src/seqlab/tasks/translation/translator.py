@@ -84,6 +84,7 @@ class Translator(TranslationModel):
     ) -> None:
         super().__init__(model, cfg, vocabs, run)
         self.scorer = Scorer(cfg, self.reader)
+        self._decoded: tuple[DecodeOptions, DecodeConfig] | None = None  # the last decoding()
 
     @classmethod
     def load(cls, run: Run) -> Translator:
@@ -111,17 +112,28 @@ class Translator(TranslationModel):
         joined.members = [*self.members, *(str(o.checkpoint) for o in members)]
         return joined
 
-    def check(self, command: str, options: Mapping[str, Any]) -> None:
-        """``options`` of ``command``: its decoding options, the engine, heatmaps."""
+    def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` of ``command``: its decoding options (validated here, once: what is
+        returned carries them as one ``options`` model), the engine, heatmaps."""
         model = self.command_options[command]
-        self.decoding(model.of({k: options.get(k) for k in model.model_fields}))
+        chosen = model.of({k: options.get(k) for k in model.model_fields})
+        self.decoding(chosen)
         engine = options.get("engine") or SEQLAB
         self.check_use(engine, options.get("quantize"), bool(options.get("attention_png")))
+        rest = {k: v for k, v in options.items() if k not in model.model_fields}
+        return {**rest, "options": chosen}
 
     def decoding(self, options: DecodeOptions) -> DecodeConfig:
         """The run's ``decode`` section changed by ``options``
-        (:meth:`~seqlab.tasks.translation.options.DecodeOptions.decode`)."""
-        return options.decode(self.cfg.decode)
+        (:meth:`~seqlab.tasks.translation.options.DecodeOptions.decode`), worked out once per
+        options model: the last one is kept, so a method and those it calls (``evaluate`` →
+        ``score`` → ``translate``) and the command line's check before its calls share it."""
+        last = self._decoded
+        if last is not None and last[0] is options:
+            return last[1]
+        decode = options.decode(self.cfg.decode)
+        self._decoded = (options, decode)
+        return decode
 
     @renamed_kwargs(need_attention="need_weights")
     @torch.no_grad()
@@ -155,13 +167,25 @@ class Translator(TranslationModel):
         texts, single = as_sentences(sentences)
         decode = self.decoding(self.options_of("translate", options, keywords))
         self.check_use(engine, quantize, need_weights)
+        found = self._hypotheses(texts, decode, need_weights, batch_size, engine, quantize)
+        return found[0] if single else found
+
+    @torch.no_grad()
+    def _hypotheses(
+        self,
+        texts: list[str],
+        decode: DecodeConfig,
+        need_weights: bool,
+        batch_size: int,
+        engine: str,
+        quantize: str | None,
+    ) -> list[list[Any]]:
+        """:meth:`hypotheses` of sentences and a decoding already checked."""
         how = self.cfg.data.normalize  # 我愛你 read as 我爱你: said
         named = ((f"sentence {i}", t) for i, t in enumerate(texts))
-        warn_normalised(normalised_inputs(named, how), how, 3)
-        found = self.decode(
-            [self.sentence(t) for t in texts], decode, need_weights, batch_size, engine, quantize
-        )
-        return found[0] if single else found
+        warn_normalised(normalised_inputs(named, how), how, 4)
+        sentences = [self.sentence(t) for t in texts]
+        return self.decode(sentences, decode, need_weights, batch_size, engine, quantize)
 
     @torch.no_grad()
     def attention(
@@ -240,13 +264,11 @@ class Translator(TranslationModel):
         the run's ``decode``): a list for a list of sentences, a string for one sentence."""
         texts, single = as_sentences(sentences)
         chosen = self.options_of("evaluate", options, keywords)
-        found = self.hypotheses(
-            texts,
-            self.command_options["translate"].of({**chosen.given(), "nbest": 1}),
-            batch_size=batch_size,
-            engine=engine,
-            quantize=quantize,
-        )
+        decode = self.decoding(chosen)
+        if decode.nbest != 1:  # the best alone, whatever the run's decode.nbest
+            decode = decode.model_copy(update={"nbest": 1})
+        self.check_use(engine, quantize, False)
+        found = self._hypotheses(texts, decode, False, batch_size, engine, quantize)
         outputs = [self.detokenize(h[0].tokens) for h in found]
         return outputs[0] if single else outputs
 
