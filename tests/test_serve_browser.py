@@ -231,6 +231,11 @@ def test_translate_and_explore_attention_in_chromium(server, tmp_path):
         if os.environ.get("SEQLAB_SERVE_SCREENSHOT"):
             shutil.copyfile(shot, os.environ["SEQLAB_SERVE_SCREENSHOT"])
 
+        # the inputs' bounds are this server's (its schema: the limits max_beam and max_nbest,
+        # the options model's length penalty), not numbers of the page's own
+        bound = {b: driver.find_element(By.ID, b).get_attribute("max") for b in ("beam", "nbest")}
+        assert bound == {"beam": "10", "nbest": "10"}
+        assert driver.find_element(By.ID, "length-penalty").get_attribute("max") == "10"
         # beam, n-best and length penalty typed in: the page lists what the API answers
         for box, value in (("beam", "3"), ("nbest", "2"), ("length-penalty", "0")):
             field = driver.find_element(By.ID, box)
@@ -608,10 +613,7 @@ def test_a_task_without_a_panel_gets_a_form_from_its_request_schema(server, tmp_
             f"field-{n}" for n in ("text", "beam", "length_penalty", "nbest", "attention")
         ]
         assert field("text").tag_name == "textarea"
-        assert (field("beam").get_attribute("min"), field("beam").get_attribute("step")) == (
-            "1",
-            "1",
-        )
+        assert [field("beam").get_attribute(a) for a in ("min", "max", "step")] == ["1", "10", "1"]
         bounds = [field("length_penalty").get_attribute(a) for a in ("min", "max", "step")]
         assert bounds == ["0", "10", "any"]
         assert field("attention").get_attribute("type") == "checkbox"

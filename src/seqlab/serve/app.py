@@ -56,6 +56,7 @@ from seqlab.serve import schemas
 from seqlab.serve.batching import Batcher, QueueFull
 from seqlab.serve.http import (
     BodyLimit,
+    bound_by_limits,
     documented_routes,
     error,
     json_response,
@@ -363,14 +364,18 @@ def create_app(
 
     def openapi() -> dict[str, Any]:
         """FastAPI's schema of the application's routes and the tasks' routes as declared
-        (:func:`~seqlab.serve.http.documented_routes`), made once."""
+        (:func:`~seqlab.serve.http.documented_routes`), with this server's limits as the
+        bounds of the options they bound (:func:`~seqlab.serve.http.bound_by_limits`), made
+        once."""
         if app.openapi_schema is None:
-            app.openapi_schema = get_openapi(
+            schema = get_openapi(
                 title=app.title,
                 version=app.version,
                 summary=app.summary,
                 routes=[*documented, *app.routes],
             )
+            bound_by_limits(schema, server.services, limits)
+            app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

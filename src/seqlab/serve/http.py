@@ -227,6 +227,22 @@ def documented_routes(services: Mapping[str, Service]) -> list[APIRoute]:
     return routes
 
 
+def bound_by_limits(schema: dict[str, Any], services: Mapping[str, Service], limits: Any) -> None:
+    """This server's bounds in its OpenAPI ``schema`` (changed in place): each option a task's
+    handler bounds by a limit (:attr:`~seqlab.serving.service.Handler.limited`) gets that
+    limit's value as its ``maximum`` where it is lower than the field's own, so the schema (and
+    the page's forms, which read it) says what this server accepts."""
+    components = schema.get("components", {}).get("schemas", {})
+    for service in services.values():
+        properties = components.get(service.body.__name__, {}).get("properties", {})
+        for field, limit in getattr(service.handler, "limited", {}).items():
+            bound = getattr(limits, limit)
+            prop = properties.get(field, {})
+            for number in [prop, *prop.get("anyOf", [])]:
+                if number.get("type") in ("integer", "number"):
+                    number["maximum"] = min(number.get("maximum", bound), bound)
+
+
 def json_response(result: BaseModel) -> Response:
     """A response model serialised once, by pydantic itself, straight to bytes (what
     ``model_dump_json`` writes, not decoded to a string and encoded again)."""

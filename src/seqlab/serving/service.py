@@ -100,6 +100,11 @@ class Handler:
             reads the ones that concern its task.
     """
 
+    #: the options this server bounds more tightly than their model does: field → the limit of
+    #: :class:`~seqlab.serving.limits.Limits` that bounds it; checked by :meth:`check_limited`
+    #: and written into this server's OpenAPI schema (the page's forms read their bounds there)
+    limited: ClassVar[Mapping[str, str]] = {}
+
     def __init__(
         self, name: str, predictor: Any, limits: Limits, settings: Mapping[str, Any] | None = None
     ) -> None:
@@ -123,6 +128,14 @@ class Handler:
 
     def warm_up(self) -> None:
         """Work done once before serving (e.g. loading an export); errors surface at startup."""
+
+    def check_limited(self, options: Any) -> None:
+        """Refuse an option over the server's limit that bounds it (:attr:`limited`): 422,
+        naming the limit."""
+        for field, limit in self.limited.items():
+            value = getattr(options, field, None)
+            if value is not None:
+                check(value, self.limits, limit, field)
 
     def details(self) -> dict[str, Any]:
         """What ``/models`` says of this model beyond the common fields (labels, languages,

@@ -10,21 +10,7 @@
 // model, whose fields the schema lists first). Defaults are filled in, and fields left empty are
 // not sent. A streamed answer (stream: true) shows its tokens as they come.
 
-let openapi = null;  // /openapi.json, read once
-
-const NUMBERS = new Set(["integer", "number"]);
-
-// A schema with its $ref (and single allOf) followed into the document's components.
-function resolve(root, node) {
-  for (let depth = 0; node && depth < 32; depth++) {
-    if (node.$ref) {
-      node = node.$ref.split("/").slice(1).reduce((at, key) => at?.[key], root);
-    } else if (node.allOf && node.allOf.length === 1) {
-      node = { ...node.allOf[0], ...Object.fromEntries(Object.entries(node).filter(([k]) => k !== "allOf")) };
-    } else return node;
-  }
-  return node;
-}
+import { bounds, NUMBERS, requestSchema, resolve } from "/static/schema.js";
 
 // What input a property becomes: {kind, ...} (kinds: text, lines, numbers, number, boolean, enum, json).
 function fieldOf(root, property) {
@@ -41,21 +27,6 @@ function fieldOf(root, property) {
     return { kind: "numbers", integer: types[0] === "integer[]" };
   }
   return { kind: "json" };
-}
-
-// The bounds of a number input (exclusive ones are left to the server to enforce exactly).
-function bounds(schema) {
-  const integer = schema.type === "integer";
-  const attrs = { type: "number", step: integer ? "1" : "any" };
-  if (schema.minimum !== undefined) attrs.min = schema.minimum;
-  else if (schema.exclusiveMinimum !== undefined) {
-    attrs.min = integer ? Math.floor(schema.exclusiveMinimum) + 1 : schema.exclusiveMinimum;
-  }
-  if (schema.maximum !== undefined) attrs.max = schema.maximum;
-  else if (schema.exclusiveMaximum !== undefined) {
-    attrs.max = integer ? Math.ceil(schema.exclusiveMaximum) - 1 : schema.exclusiveMaximum;
-  }
-  return attrs;
 }
 
 function input(el, name, field, property) {
@@ -126,10 +97,7 @@ function read(name, field, box, property, required) {
 export async function mount(section, model, page) {
   section.id = "panel-generic";
   const { el } = page;
-  if (!openapi) openapi = await page.json(await page.api("/openapi.json"));
-  const ref = openapi.paths?.[model.route]?.post?.requestBody?.content?.["application/json"]?.schema;
-  const schema = resolve(openapi, ref);
-  if (!schema || !schema.properties) throw new Error(`/openapi.json has no request schema for POST ${model.route}`);
+  const { openapi, schema } = await requestSchema(page, model.route);
   const required = new Set(schema.required || []);
   const fields = [];
   const entries = Object.entries(schema.properties);

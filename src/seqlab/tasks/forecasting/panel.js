@@ -1,18 +1,22 @@
 // The page's panel for forecasters (seqlab.tasks.forecasting.service: POST /forecast): past values
 // typed in or a CSV file; the forecast's values and a chart of the last values and the forecast.
-// The frame (seqlab serve's static/app.js) calls mount(section, model, page).
+// The frame (seqlab serve's static/app.js) calls mount(section, model, page). The inputs' bounds
+// are this server's, from its schema (static/schema.js).
+
+import { boundInputs } from "/static/schema.js";
 
 const FORM = `
   <textarea id="history" rows="3" placeholder="Past values, oldest first (commas or new lines)"></textarea>
   <div class="row">
     <label>or a CSV <input id="csv" type="file" accept=".csv,text/csv"></label>
-    <label>steps <input id="steps" type="number" min="1" value="24"></label>
+    <label>steps <input id="steps" type="number" value="24"></label>
     <button id="forecast" type="button">Forecast</button>
   </div>`;
 
-export function mount(section, model, page) {
+export async function mount(section, model, page) {
   section.id = "panel-forecasting";
   section.innerHTML = FORM;
+  await boundInputs(page, model.route, section, { steps: "steps" });
   const $ = (id) => section.querySelector("#" + id);
   const { el, output } = page;
   if (model.window) $("history").placeholder += `; at least ${model.window}`;

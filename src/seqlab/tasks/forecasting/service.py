@@ -9,8 +9,9 @@ predictor as that model."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -56,6 +57,7 @@ class ForecastHandler(OptionsHandler):
     generic handler, with the series as its inputs."""
 
     command = "forecast"
+    limited: ClassVar[Mapping[str, str]] = {"steps": "max_steps"}
 
     def details(self) -> dict[str, Any]:
         return {"input": "series", "window": int(self.predictor.window)}
@@ -74,7 +76,7 @@ class ForecastHandler(OptionsHandler):
         return request.csv, 1
 
     def check(self, inputs: Any, options: ForecastOptions) -> None:
-        check(options.steps, self.limits, "max_steps", "steps")
+        self.check_limited(options)
 
     def answer(self, inputs: list[Any], options: ForecastOptions) -> list[Any]:
         """Each series forecast on its own (one may diverge alone)."""

@@ -1,21 +1,25 @@
 // The page's panel for language models (seqlab.tasks.language_modeling.service: POST /generate):
 // a prefix continued, token by token as the server streams them (server-sent events) or at once,
 // with the API's warnings.
-// The frame (seqlab serve's static/app.js) calls mount(section, model, page).
+// The frame (seqlab serve's static/app.js) calls mount(section, model, page). The inputs' bounds
+// are this server's, from its schema (static/schema.js).
+
+import { boundInputs } from "/static/schema.js";
 
 const FORM = `
   <input id="prefix" type="text" value="the time traveller" size="40" aria-label="prefix">
   <div class="row">
-    <label>tokens <input id="tokens" type="number" min="0" value="100"></label>
-    <label>temperature <input id="temperature" type="number" min="0" step="0.1" placeholder="run's"></label>
+    <label>tokens <input id="tokens" type="number" value="100"></label>
+    <label>temperature <input id="temperature" type="number" placeholder="run's"></label>
     <label>seed <input id="seed" type="number" value="0"></label>
     <label><input id="stream" type="checkbox" checked> stream</label>
     <button id="generate" type="button">Generate</button>
   </div>`;
 
-export function mount(section, model, page) {
+export async function mount(section, model, page) {
   section.id = "panel-language_modeling";
   section.innerHTML = FORM;
+  await boundInputs(page, model.route, section, { tokens: "tokens", temperature: "temperature", seed: "seed" });
   const $ = (id) => section.querySelector("#" + id);
   const { el, output } = page;
 

@@ -9,10 +9,10 @@ The request body is ``seqlab generate``'s options model
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -69,6 +69,7 @@ class LanguageModelHandler(OptionsHandler):
     is then its own loop over tokens, which a streaming client may stop."""
 
     command = "generate"
+    limited: ClassVar[Mapping[str, str]] = {"tokens": "max_tokens"}
 
     def details(self) -> dict[str, Any]:
         p = self.predictor
@@ -89,7 +90,7 @@ class LanguageModelHandler(OptionsHandler):
         return prefix, 1
 
     def check(self, inputs: str, options: GenerateOptions) -> None:
-        check(options.tokens, self.limits, "max_tokens", "tokens")
+        self.check_limited(options)
         self.predictor.ready(options)  # what they mean for this run, before queuing
 
     def prepare(self, request: GenerateRequest) -> tuple[GenerateWork, int]:

@@ -1,20 +1,24 @@
 // The page's panel for translation models (seqlab.tasks.translation.service: POST /translate):
 // texts in; each translation out with its tokens shaded by their probability, the n-best list
 // with scores, the API's notes and warnings, and the best output's attention in the explorer.
-// The frame (seqlab serve's static/app.js) calls mount(section, model, page).
+// The frame (seqlab serve's static/app.js) calls mount(section, model, page). The inputs' bounds
+// are this server's, from its schema (static/schema.js).
+
+import { boundInputs } from "/static/schema.js";
 
 const FORM = `
   <textarea id="source" rows="3" placeholder="Type a sentence (one per line)">saturday 9 may 1998</textarea>
   <div class="row">
-    <label>beam <input id="beam" type="number" min="1" max="50" placeholder="run's"></label>
-    <label>n-best <input id="nbest" type="number" min="1" max="50" placeholder="1"></label>
-    <label title="beam search ranks by log p / length^α">length penalty <input id="length-penalty" type="number" min="0" max="10" step="0.1" placeholder="run's"></label>
+    <label>beam <input id="beam" type="number" placeholder="run's"></label>
+    <label>n-best <input id="nbest" type="number" placeholder="1"></label>
+    <label title="beam search ranks by log p / length^α">length penalty <input id="length-penalty" type="number" placeholder="run's"></label>
     <button id="translate" type="button">Translate</button>
   </div>`;
 
-export function mount(section, model, page) {
+export async function mount(section, model, page) {
   section.id = "panel-translation";
   section.innerHTML = FORM;
+  await boundInputs(page, model.route, section, { beam: "beam", nbest: "nbest", "length-penalty": "length_penalty" });
   const $ = (id) => section.querySelector("#" + id);
   const { el, output } = page;
   if (model.languages) page.describe(`${model.languages.source}→${model.languages.target}`);

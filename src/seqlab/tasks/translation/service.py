@@ -17,14 +17,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from seqlab.config import DecodeConfig
 from seqlab.data.tokenizers import normalisation_messages
 from seqlab.errors import SeqlabError
-from seqlab.serving.limits import Limits, check
+from seqlab.serving.limits import Limits
 from seqlab.serving.service import (
     Handler,
     InputError,
@@ -143,6 +143,8 @@ class TranslationHandler(Handler):
         quantize: with CTranslate2, a compute type such as ``int8``.
     """
 
+    limited: ClassVar[Mapping[str, str]] = {"beam": "max_beam", "nbest": "max_nbest"}
+
     def __init__(
         self, name: str, predictor: Any, limits: Limits, settings: Mapping[str, Any] | None = None
     ) -> None:
@@ -216,10 +218,7 @@ class TranslationHandler(Handler):
     def prepare(self, request: TranslateRequest) -> tuple[TranslateJob, int]:
         texts = read_texts(request.text, self.limits)
         options = options_model().taken_from(request)  # validated when the body was parsed
-        if options.beam is not None:
-            check(options.beam, self.limits, "max_beam", "beam")
-        if options.nbest is not None:
-            check(options.nbest, self.limits, "max_nbest", "nbest")
+        self.check_limited(options)
         decode = self.predictor.decoding(options)  # nbest > beam: 422
         if request.attention and not self.predictor.attention_kinds:
             raise InputError(
