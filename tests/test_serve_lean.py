@@ -202,6 +202,25 @@ def test_the_openapi_schema_still_describes_every_tasks_route(clients):
     assert {"model", "text", "beam", "nbest", "attention"} <= set(fields)
 
 
+@pytest.mark.parametrize("cors", [(), ("http://localhost:5173",)])
+def test_each_task_has_one_route_that_is_documented_and_answers(models, cors):
+    """One route object per task's path: the schema is FastAPI's description of it, the router
+    reaches it through FastAPI's stack, and the outer dispatch calls its application (wrapped in
+    the same CORS middleware when CORS is on): nothing else answers or documents the path."""
+    from seqlab.serve.http import TaskRoute
+
+    app = create_app(models, engine="seqlab", cors=cors)
+    paths = set(app.lean)
+    assert {"/translate", "/classify", "/forecast", "/generate"} <= paths
+    schema = app.openapi()
+    for path in paths:
+        (route,) = [r for r in app.routes if getattr(r, "path", None) == path]
+        assert isinstance(route, TaskRoute) and route.methods == {"POST"}
+        dispatched = app.lean[path]
+        assert (dispatched.app if cors else dispatched) is route.app
+        assert list(schema["paths"][path]) == ["post"]
+
+
 @pytest.mark.parametrize("api_key", [None, "s3cret"])
 def test_errors_answer_the_same_on_a_server_without_models(api_key):
     lean, stack = both(create_app({}, api_key=api_key, limits=Limits(max_body_bytes=100)))

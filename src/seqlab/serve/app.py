@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import MappingProxyType
@@ -56,8 +56,8 @@ from seqlab.serve import schemas
 from seqlab.serve.batching import Batcher, QueueFull
 from seqlab.serve.http import (
     BodyLimit,
+    TaskRoute,
     bound_by_limits,
-    documented_routes,
     error,
     json_response,
     log,
@@ -230,18 +230,9 @@ class Server:
             return stream(self.batchers[handler.name], work, self.limits.timeout_s)
         return await self.answer(handler, work, size)
 
-    def endpoint(self, task: str, service: Service) -> Callable[[Request], Awaitable[Response]]:
-        """``POST service.route`` as a route of FastAPI's router (:meth:`respond`): it answers
-        another method with 405, and a ``POST`` the outer dispatch did not take
-        (:class:`SeqlabAPI`)."""
-
-        async def post(request: Request) -> Response:
-            return await self.respond(task, service, request.headers, await request.body())
-
-        return post
-
     def lean_endpoint(self, task: str, service: Service) -> ASGIApp:
-        """``POST service.route`` as a bare ASGI application, for :class:`SeqlabAPI`'s dispatch:
+        """``POST service.route`` as a bare ASGI application, the application of the task's
+        route (:class:`~seqlab.serve.http.TaskRoute`), called by :class:`SeqlabAPI`'s dispatch:
         the body read within ``max_body_bytes`` (413 before anything else, as the generic
         stack's :class:`~seqlab.serve.http.BodyLimit` does), then :meth:`respond`, each error
         answered by :func:`error_for` as FastAPI's handlers answer it."""
@@ -341,7 +332,9 @@ def create_app(
         server.batchers,
     )
     app.state.limits = limits
-    app.lean = {s.route: server.lean_endpoint(t, s) for t, s in server.services.items()}
+    # one route per task: documented (the schema) and answering (its application, the lean path)
+    task_routes = [TaskRoute(t, s, server.lean_endpoint(t, s)) for t, s in server.services.items()]
+    app.lean = {r.path: r.app for r in task_routes}
     if cors:
         from fastapi.middleware.cors import CORSMiddleware  # deferred: fastapi's CORS, if asked
 
@@ -355,24 +348,19 @@ def create_app(
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     add_error_handlers(app, limits)
     add_common_routes(app, server)
-    for task, service in server.services.items():
-        app.router.add_route(service.route, server.endpoint(task, service), ["POST"], name=task)
     # the tasks' routes first: a request is matched against them before the page's and the docs'
-    routes = app.router.routes
-    routes[:] = sorted(routes, key=lambda r: getattr(r, "name", "") not in server.services)
-    documented = documented_routes(server.services)
+    app.router.routes[:0] = task_routes
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's schema of the application's routes and the tasks' routes as declared
-        (:func:`~seqlab.serve.http.documented_routes`), with this server's limits as the
-        bounds of the options they bound (:func:`~seqlab.serve.http.bound_by_limits`), made
-        once."""
+        """FastAPI's schema of the application's routes, the tasks' among them
+        (:class:`~seqlab.serve.http.TaskRoute`), with this server's limits as the bounds of the
+        options they bound (:func:`~seqlab.serve.http.bound_by_limits`), made once."""
         if app.openapi_schema is None:
             schema = get_openapi(
                 title=app.title,
                 version=app.version,
                 summary=app.summary,
-                routes=[*documented, *app.routes],
+                routes=app.routes,
             )
             bound_by_limits(schema, server.services, limits)
             app.openapi_schema = schema

@@ -5,11 +5,11 @@ Every error is JSON ``{"error": message, "limit": name | null}``
 (:class:`~seqlab.serve.schemas.ErrorBody`). A request body is read once, as bytes, and parsed
 and validated in one pass by pydantic (``model_validate_json``, strict: no type is converted);
 its errors are reported as FastAPI reports a body's (:func:`parse_body`). The routes of the
-tasks are plain Starlette routes, so FastAPI's per-request machinery (dependency solving, a
+tasks answer as plain ASGI endpoints, so FastAPI's per-request machinery (dependency solving, a
 second JSON pass) is not on the request path, nor, for a ``POST``, its middleware (the
 application's outer dispatch answers it: :class:`seqlab.serve.app.SeqlabAPI`, with the body read
-by :func:`read_body`); FastAPI's own OpenAPI generation describes them from the same
-declarations (:func:`documented_routes`).
+by :func:`read_body`); each is one :class:`TaskRoute`, which FastAPI's own OpenAPI generation
+describes and whose application is the one that answers.
 """
 
 from __future__ import annotations
@@ -188,17 +188,20 @@ STREAM_RESPONSE = {
 }
 
 
-def documented_routes(services: Mapping[str, Service]) -> list[APIRoute]:
-    """Each task's ``POST`` route declared to FastAPI with its request and response models, for
-    FastAPI's own OpenAPI generation (``fastapi.openapi.utils.get_openapi``): the request body
+class TaskRoute(APIRoute):
+    """A task's ``POST`` route, one object that is both documented and answering.
+
+    FastAPI's OpenAPI generation reads it like any route: the request body
     (:attr:`~seqlab.serving.service.Service.body`, pydantic's schema: each field with its
     description and bounds), the response, the error bodies and, for a streaming route, the
-    event stream. These routes document; the ones that answer are the plain routes of
-    :mod:`seqlab.serve.app`, which read the body once, within the size limit, and parse it
-    strictly (:func:`parse_body`)."""
-    routes = []
-    for task, service in services.items():
+    event stream, declared by the signature of an endpoint that never runs. What answers is
+    ``asgi``, the task's lean ASGI endpoint (:meth:`seqlab.serve.app.Server.lean_endpoint`: the
+    body read once within the limit, parsed and validated in one pass by :func:`parse_body`),
+    set as the route's application: the application's outer dispatch calls it for a ``POST``
+    (:class:`seqlab.serve.app.SeqlabAPI`), and the router reaches the same one through
+    FastAPI's stack (another method: 405, by Starlette's route)."""
 
+    def __init__(self, task: str, service: Service, asgi: ASGIApp) -> None:
         async def post(body: Any) -> Any:  # pragma: no cover - never called: it documents
             raise NotImplementedError
 
@@ -211,20 +214,18 @@ def documented_routes(services: Mapping[str, Service]) -> list[APIRoute]:
         }
         if service.stream:
             responses[200] = STREAM_RESPONSE
-        routes.append(
-            APIRoute(
-                service.route,
-                post,
-                methods=["POST"],
-                response_model=service.response,
-                responses=responses,
-                summary=service.summary or task,
-                operation_id=f"{task}_post",
-                name=task,
-                response_description="the answer",
-            )
+        super().__init__(
+            service.route,
+            post,
+            methods=["POST"],
+            response_model=service.response,
+            responses=responses,
+            summary=service.summary or task,
+            operation_id=f"{task}_post",
+            name=task,
+            response_description="the answer",
         )
-    return routes
+        self.app = asgi  # what answers: the lean endpoint, not FastAPI's request handler
 
 
 def bound_by_limits(schema: dict[str, Any], services: Mapping[str, Service], limits: Any) -> None:
