@@ -736,3 +736,19 @@ def test_the_measurement_sees_a_training_import(tiny_runs):
     name, use = USES["forecaster"]
     found = _load_in_fresh_process(tiny_runs[name], use, before="import seqlab.experiment")
     assert "seqlab.training.trainer" in found["training"] and found["type"] == "Forecaster"
+
+
+def test_the_inference_commands_name_no_task():
+    """``cli/infer.py`` (evaluate, translate, classify, generate, forecast, predict) imports no
+    task's package and no export: what a task adds to a command (translation's core layout and
+    ensembles) comes through the predictor's hooks (``before_load``, ``for_command``, ``check``).
+    ``cli/serve.py`` (the server's engine settings) and ``cli/tools.py`` (n-gram baselines) still
+    name translation and language modelling."""
+    tasks = [f"seqlab.{p}" for p in ("export", "tasks.translation", "tasks.classification")] + [
+        f"seqlab.tasks.{t}" for t in ("audio", "language_modeling", "forecasting")
+    ]
+    source = import_graph()["seqlab.cli.infer"]
+    named = [i.target for i in source.imports if any(i.target.startswith(t) for t in tasks)]
+    assert named == []
+    text = (PACKAGE / "cli" / "infer.py").read_text(encoding="utf-8")
+    assert not re.search(r"ctranslate2|ensemble|give_cores", text)

@@ -116,14 +116,13 @@ def load_run(args: argparse.Namespace) -> tuple[Predictor, dict[str, Any]]:
     from seqlab.tasks import predictors  # deferred: torch (the tasks)
     from seqlab.tasks.options import undeclared  # deferred: torch (the tasks)
 
-    # the decoding layout (--threads, --workers), declared by translation runs only
-    threads, workers = getattr(args, "threads", None) or 0, getattr(args, "workers", None) or 0
-    if getattr(args, "engine", None) == "ctranslate2":  # before PyTorch starts its threads
-        from seqlab.export.ctranslate2 import give_cores_to_ctranslate2  # deferred: torch
-
-        give_cores_to_ctranslate2(threads, workers)
+    command = args.command
+    options = declared(command)
+    values = {o.dest: _value(args, entries) for entries in options.values() for _, o in entries}
+    for kind in {k: None for e in options.values() for k, o in e if o.given(_value(args, e))}:
+        kind.before_load(command, values)  # before PyTorch's first work: a layout of the cores
     model = seqlab.load(args.run, args.which, args.precision, args.device)
-    command, holds = args.command, f"{model.kind} model (model.arch={model.cfg.model.arch})"
+    holds = f"{model.kind} model (model.arch={model.cfg.model.arch})"
     if command not in model.commands:
         tasks = {k.task.replace("_", " "): None for k in predictors() if command in k.commands}
         use = " or ".join(f"`seqlab {c}`" for c in model.commands)
@@ -132,7 +131,6 @@ def load_run(args: argparse.Namespace) -> tuple[Predictor, dict[str, Any]]:
             f"`seqlab {command}` needs {needs}, but {args.run} holds "
             f"{_article(model.kind)} {holds}; use {use}"
         )
-    options = declared(command)
     given = [
         entries[0][1] for entries in options.values() if entries[0][1].given(_value(args, entries))
     ]
@@ -144,19 +142,13 @@ def load_run(args: argparse.Namespace) -> tuple[Predictor, dict[str, Any]]:
             f"{refused}; {args.run} holds {_article(model.kind)} {holds}"
             + (f": {usage}" if usage else "")
         )
-    ensemble = getattr(args, "ensemble", None)  # declared by translation runs only
-    if ensemble:
-        others = [seqlab.load(run, args.which, args.precision, args.device) for run in ensemble]
-        model = model.ensemble_with(others, ensemble)  # type: ignore[attr-defined]
-    given = call_options(args, model)
-    checked = model.check(command, given)
-    options = given if checked is None else checked  # a check that returns nothing: as given
-    lays_out = any(o.flag == "--workers" for o in model.options_for(command))
-    if lays_out and getattr(args, "engine", None) != "ctranslate2":
-        from seqlab.tasks.translation.engines import give_cores_to_seqlab  # deferred: torch
-
-        give_cores_to_seqlab(threads, workers)  # one batch per thread unless told
-    return model, options
+    mine = {o.dest: getattr(args, o.attr) for o in model.options_for(command)}
+    model = model.for_command(
+        command, mine, lambda run: seqlab.load(run, args.which, args.precision, args.device)
+    )
+    called = call_options(args, model)
+    checked = model.check(command, called)
+    return model, called if checked is None else checked  # a check that returns nothing: as given
 
 
 def _value(args: argparse.Namespace, entries: Declared) -> Any:

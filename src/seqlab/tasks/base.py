@@ -164,6 +164,23 @@ class Predictor(ABC):
         on the user's ``files`` (keyed by the declared ``file`` options: ``{"src": …, "ref":
         …}``); ``options`` are the declared ones of ``evaluate``."""
 
+    @classmethod
+    def before_load(cls, command: str, options: Mapping[str, Any]) -> None:
+        """Set up the process for ``command`` before any run is loaded, from the command line's
+        values of the options this kind declares (``{dest: value}``): what must come before
+        PyTorch's first work, such as a layout of the cores. The command line calls it on each
+        kind of run that declares an option given. Nothing by default."""
+        return None
+
+    def for_command(
+        self, command: str, options: Mapping[str, Any], load: Callable[[str], Predictor]
+    ) -> Predictor:
+        """The predictor that runs ``command``, once this run is loaded and the options given
+        are ones it declares: ``options`` holds the command line's values of every option this
+        kind declares for it (those the method is not called with too), and ``load(run_dir)``
+        loads another run as the command line loaded this one. ``self`` by default."""
+        return self
+
     def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
         """Refuse a combination of ``options`` (``{dest: value}``) of ``command`` before any
         work, and return the keyword arguments to call ``command``'s method with (a task may

@@ -8,7 +8,7 @@ reading the attention back is :mod:`seqlab.tasks.translation.attention`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,11 +19,12 @@ from seqlab.data.tokenizers import warn_normalised
 from seqlab.data.translation_batching import TranslationVocabs
 from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.deprecation import renamed_kwargs
+from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.models.ensemble import Ensemble
 from seqlab.storage.output_dirs import api_output_dir
 from seqlab.storage.text import check_line_breaks
-from seqlab.tasks.base import Run
+from seqlab.tasks.base import Predictor, Run
 from seqlab.tasks.options import CommandOptions, Option, show_options
 from seqlab.tasks.translation import figures
 from seqlab.tasks.translation.artefacts import load_trained
@@ -33,7 +34,7 @@ from seqlab.tasks.translation.decoding import (
     as_sentences,
     normalised_inputs,
 )
-from seqlab.tasks.translation.engines import SEQLAB
+from seqlab.tasks.translation.engines import CTRANSLATE2, SEQLAB, give_cores_to_seqlab
 from seqlab.tasks.translation.ensemble import Joining, Member
 from seqlab.tasks.translation.options import (
     OPTIONS,
@@ -110,6 +111,25 @@ class Translator(TranslationModel):
         joined = Translator(Ensemble(models).eval(), self.cfg, self.vocabs, self.run)
         joined.precision = self.precision
         joined.members = [*self.members, *(str(o.checkpoint) for o in members)]
+        return joined
+
+    @classmethod
+    def before_load(cls, command: str, options: Mapping[str, Any]) -> None:
+        """With ``--engine ctranslate2``, the cores go to CTranslate2 before PyTorch starts its
+        threads (``--threads``, ``--workers``: :func:`~seqlab.export.ctranslate2.give_cores_to_ctranslate2`)."""
+        if options.get("engine") == CTRANSLATE2:
+            give_cores_to_ctranslate2(options.get("threads") or 0, options.get("workers") or 0)
+
+    def for_command(
+        self, command: str, options: Mapping[str, Any], load: Callable[[str], Predictor]
+    ) -> Translator:
+        """This run joined by the ``--ensemble`` runs (each loaded by ``load``), its cores laid
+        out for seqlab's own search unless CTranslate2 decodes (``--threads``, ``--workers``:
+        :func:`~seqlab.tasks.translation.engines.give_cores_to_seqlab`)."""
+        ensemble = options.get("ensemble")
+        joined = self.ensemble_with([load(r) for r in ensemble], ensemble) if ensemble else self
+        if options.get("engine") != CTRANSLATE2:
+            give_cores_to_seqlab(options.get("threads") or 0, options.get("workers") or 0)
         return joined
 
     def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
