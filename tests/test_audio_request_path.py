@@ -254,3 +254,25 @@ def test_a_vit_reads_each_clip_once_and_answers_as_alone(monkeypatch):
         np.testing.assert_allclose(r["features"], feats.numpy(), rtol=0, atol=1e-4)
         np.testing.assert_allclose(r["attention"], received.numpy(), rtol=0, atol=1e-4)
         assert list(r["probabilities"].values()) == pytest.approx(row.tolist(), abs=1e-6)
+
+
+def test_scoring_recordings_reads_each_once(att, monkeypatch, tmp_path):
+    """``score`` (and so ``evaluate`` on files) parses each WAV header once, hears each clip
+    once and runs the log-mel and the body once per clip; a clip with no speech is refused by
+    name, after that one reading."""
+    paths = []
+    for name in ("high", "low"):
+        paths.append(tmp_path / f"{name}.wav")
+        paths[-1].write_bytes(WAVS[name])
+    expected = [label for label, _ in att.classify([str(p) for p in paths])]
+    calls = counting(monkeypatch, att)
+    scores = att.score([str(p) for p in paths], expected)
+    print("score of 2 files:", calls.rows)
+    assert scores["accuracy"] == 1.0
+    assert calls.clips("wav header") == calls.clips("speech") == 2
+    assert calls.clips("log-mel") == calls.clips("layer 0") == 2
+    calls.rows.clear()
+    (tmp_path / "silence.wav").write_bytes(WAVS["silence"])
+    with pytest.raises(Exception, match=r"silence\.wav: no speech .*1 of 3 recording"):
+        att.score([*map(str, paths), str(tmp_path / "silence.wav")], [*expected, "high"])
+    assert calls.clips("wav header") == calls.clips("speech") == 3

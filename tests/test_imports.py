@@ -182,12 +182,31 @@ def test_training_a_translation_config_imports_no_other_task(tmp_path, plant, ex
     assert _task_packages(names) == expected
 
 
-def test_checking_an_output_in_a_run_asks_that_runs_task_alone(tiny_runs):
-    """Whether a file may be written in a run directory is asked of the run's own task (its
-    artefacts), so the check imports that task and no other."""
+def test_checking_an_output_in_a_run_imports_no_task(tiny_runs):
+    """Whether a file may be written in a run directory is read from the run's task's record of
+    its files (``seqlab.builtin_records.RUN_FILES``), so the check imports no task, and still
+    refuses the task's own file."""
     call = (
         "import seqlab.storage.outputs as o, pathlib; run = pathlib.Path(sys.argv[1]); "
-        "o.check_not_run_file(run / 'new.txt', '--output')"
+        "o.check_not_run_file(run / 'new.txt', '--output')\n"
+        "try:\n    o.check_not_run_file(run / 'series.json', '--output')\n"
+        "except seqlab.errors.SeqlabError as e:\n    print('refused:', e, file=sys.stderr)"
     )
     names = imported(call, str(tiny_runs["fc"]))
-    assert _task_packages(names) == {"seqlab.tasks.forecasting"}
+    assert _task_packages(names) == set()
+    assert not _under(names, "seqlab.tasks")
+    from seqlab.errors import SeqlabError
+    from seqlab.storage.outputs import check_not_run_file
+
+    with pytest.raises(SeqlabError, match=r"is a file of the training run .* \(series\.json\)"):
+        check_not_run_file(tiny_runs["fc"] / "series.json", "--output")
+
+
+def test_each_task_s_run_files_are_its_record_s():
+    """Each of seqlab's own tasks writes the files its record names (its ``TaskSpec`` reads
+    them from there)."""
+    from seqlab.builtin_records import RUN_FILES
+
+    assert {n: set(t.artefacts) for n, t in catalog.tasks().items()} == {
+        n: set(f) for n, f in RUN_FILES.items()
+    }

@@ -1,4 +1,4 @@
-"""seqlab's own datasets, position schemes and recurrent cells, as records: what a config names and
+"""seqlab's own datasets, position schemes, recurrent cells and tasks' run files, as records: what a config names and
 validates, what ``seqlab data list`` shows and what ``seqlab data fetch`` downloads, with no
 reader and no PyTorch (the readers: :data:`seqlab.data.readers.READERS`; the schemes' code:
 :mod:`seqlab.nn.attention_positions`; the cells' classes: :data:`seqlab.nn.cells.CELLS`). :mod:`seqlab.catalog` imports it and registers them.
@@ -321,3 +321,21 @@ CELLS: tuple[CellSpec, ...] = (
     CellSpec("lstm", fusable=True),
     CellSpec("peephole_lstm", why_not_fused="nn.LSTM has no peephole connections"),
 )
+
+#: the files each of seqlab's own tasks writes into a run directory besides the config, the
+#: checkpoints and the training's own files (each task's ``TaskSpec.artefacts``, read from here),
+#: so that a check of a run's files (:func:`seqlab.storage.outputs.run_artefacts`) imports no task
+RUN_FILES: dict[str, tuple[str, ...]] = {
+    "language_modeling": ("vocab.json", "tokenizer.json"),
+    "translation": (
+        "src_vocab.json",
+        "tgt_vocab.json",
+        "src_tokenizer.json",
+        "tgt_tokenizer.json",
+        "src_tokenizer.spm.model",
+        "tgt_tokenizer.spm.model",
+    ),
+    "classification": ("classes.json", "vocab.json", "tokenizer.json"),
+    "audio_classification": ("classes.json", "calibration.json"),
+    "forecasting": ("series.json",),
+}

@@ -253,6 +253,12 @@ def tasks() -> Mapping[str, TaskSpec]:
     return MappingProxyType({**ordered, **_TASKS})
 
 
+def registered_tasks() -> Mapping[str, TaskSpec]:
+    """The tasks registered so far, importing none (seqlab's own appear once their package is
+    imported)."""
+    return MappingProxyType(_TASKS)
+
+
 def task(name: str) -> TaskSpec | None:
     """The task called ``name`` (None if there is none), importing, of seqlab's own tasks, that
     one's package alone."""

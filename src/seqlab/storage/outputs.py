@@ -51,6 +51,7 @@ import yaml
 
 from seqlab import catalog
 from seqlab.atomic import atomic_write_json, check_replaceable
+from seqlab.builtin_records import RUN_FILES
 from seqlab.config.archs import model_config
 from seqlab.errors import SeqlabError
 
@@ -162,19 +163,23 @@ def check_not_run_file(path: str | Path, what: str) -> Path:
 
 
 def run_artefacts(folder: str | Path) -> set[str]:
-    """The file names the task of the run in ``folder`` writes there besides the run's own files,
-    asked of that task alone (its name from ``config.yaml``'s ``model.arch``); every task's when
-    the config is missing, unreadable or names no known architecture (refusing more, never
-    less)."""
+    """The file names the task of the run in ``folder`` writes there besides the run's own files:
+    of seqlab's own tasks, their records (:data:`seqlab.builtin_records.RUN_FILES`; no task is
+    imported), of a task from outside seqlab, its registered record (its name from
+    ``config.yaml``'s ``model.arch``); every task's when the config is missing, unreadable or
+    names no known architecture (refusing more, never less)."""
     try:
         raw = yaml.safe_load((Path(folder) / "config.yaml").read_text(encoding="utf-8"))
         arch = raw["model"]["arch"]
     except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError):
         arch = None
     config = model_config(arch)
-    spec = catalog.task(config.task) if config is not None else None
+    if config is not None and config.task in RUN_FILES:
+        return set(RUN_FILES[config.task])
+    spec = catalog.registered_tasks().get(config.task) if config is not None else None
     if spec is None:
-        return {name for task in catalog.tasks().values() for name in task.artefacts}
+        every = {name for files in RUN_FILES.values() for name in files}
+        return every | {n for t in catalog.registered_tasks().values() for n in t.artefacts}
     return set(spec.artefacts)
 
 

@@ -312,19 +312,22 @@ class ClipClassifier(Classifier):
             )
         return [c.samples for c, _ in examples[split]], [label for _, label in examples[split]]
 
-    def score(self, items: Any, labels: Any) -> dict[str, Any]:
-        """The classifiers' scores; no speech is refused. A split's clips (tensors) stay as read:
-        resampled, they may overshoot full scale a little, which a user's array may not."""
+    def predicted_ids(self, items: Any) -> Tensor:
+        """The classifiers' scores read each recording once (:meth:`heard_of`: the detector,
+        the log-mel and the body once each); no speech is refused. A split's clips (tensors)
+        stay as read: resampled, they may overshoot full scale a little, which a user's array
+        may not."""
         if items and isinstance(items[0], Tensor):
             items = [Clip(w, self.rate, f"clip {i}") for i, w in enumerate(items, start=1)]
         waves, names, _ = self._many(items)
-        silent = [(n, s) for n, s in zip(names, self.speech_of(waves), strict=True) if not s.heard]
+        probs, heard = self.heard_of(waves)
+        silent = [(n, s) for n, s in zip(names, heard, strict=True) if not s.heard]
         if silent:
             raise AudioError(
                 f"{silent[0][0]}: no speech ({silent[0][1].reason}); {len(silent)} of "
                 f"{len(waves)} recording(s) have none and no label to score: leave them out"
             )
-        return super().score(items, labels)
+        return probs.argmax(-1)
 
     # --------------------------------------------------------------------------- attention
     def frames(self, item: Any) -> tuple[Tensor, Tensor]:

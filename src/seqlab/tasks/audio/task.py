@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from seqlab import catalog
+from seqlab.builtin_records import RUN_FILES
 from seqlab.config import ExperimentConfig
 from seqlab.data import readers
 from seqlab.data.audio_batching import AudioBatches
@@ -37,7 +38,7 @@ from seqlab.tasks.classifier.calibration import CALIBRATION, Calibration
 from seqlab.tasks.classifier.training import cross_entropy_loss, validation
 
 #: files an audio run holds besides its config and checkpoints
-ARTEFACTS = ("classes.json", CALIBRATION)
+ARTEFACTS = RUN_FILES["audio_classification"]  # classes.json, CALIBRATION
 #: an audio classifier chooses checkpoints by validation accuracy, higher is better
 SELECT = Selection("val_acc", "max")
 

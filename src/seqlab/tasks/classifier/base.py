@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.atomic import atomic_write_json, read_format_json
+from seqlab.builtin_records import RUN_FILES
 from seqlab.config import ExperimentConfig
 from seqlab.data.classification import ClassBatch, ClassificationBatches, label_ids
 from seqlab.data.vocab import quiet_unknown
@@ -34,7 +35,7 @@ from seqlab.tasks.classifier.metrics import ClassificationReport, classification
 from seqlab.tasks.options import Option
 from seqlab.tasks.report import Prediction
 
-ARTEFACTS = ("classes.json", "vocab.json", "tokenizer.json")
+ARTEFACTS = RUN_FILES["classification"]
 CLASSES_FORMAT = "seqlab.classes/1"
 
 
@@ -290,8 +291,12 @@ class Classifier(Predictor):
             if isinstance(labels, Tensor)
             else torch.tensor(label_ids(labels, self.labels, "evaluation data"))
         )
-        pred = self.probabilities(items).argmax(-1)
+        pred = self.predicted_ids(items)
         return {**classification_metrics(pred, gold, len(self.labels)), "labels": self.labels}
+
+    def predicted_ids(self, items: Sequence[str] | Tensor) -> Tensor:
+        """The most probable label's id of each example ``(N,)``, for :meth:`score`."""
+        return self.probabilities(items).argmax(-1)
 
     def evaluate(
         self,

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.atomic import atomic_write_json, read_format_json
+from seqlab.builtin_records import RUN_FILES
 from seqlab.config import ExperimentConfig
 from seqlab.data import readers
 from seqlab.data.series import (
@@ -45,7 +46,7 @@ from seqlab.tasks.forecasting.options import ForecastOptions
 from seqlab.tasks.options import CommandOptions, Option, show_options
 from seqlab.tasks.report import Prediction, Report
 
-ARTEFACTS = ("series.json",)
+ARTEFACTS = RUN_FILES["forecasting"]
 #: horizons measured when none is asked for
 DEFAULT_HORIZONS = 12
 SERIES_FORMAT = "seqlab.series/1"

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab.builtin_records import RUN_FILES
 from seqlab.config import ExperimentConfig
 from seqlab.data import readers
 from seqlab.data.lm_batching import LMBatches
@@ -46,7 +47,7 @@ from seqlab.tasks.language_modeling.options import GenerateOptions
 from seqlab.tasks.options import CommandOptions, Option, show_options
 from seqlab.tasks.report import Prediction, Report
 
-ARTEFACTS = ("vocab.json", "tokenizer.json")
+ARTEFACTS = RUN_FILES["language_modeling"]
 
 
 def lm_loss(model: CausalLM, batch: tuple[Tensor, Tensor], state: object) -> LossOutput:

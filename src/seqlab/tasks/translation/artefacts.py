@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from seqlab.builtin_records import RUN_FILES
 from seqlab.config import ExperimentConfig
 from seqlab.data import readers
 from seqlab.data.tokenizers import load_tokenizer, save_tokenizer
@@ -16,14 +17,7 @@ from seqlab.models import build_model
 from seqlab.models.encoder_decoder import EncoderDecoder
 from seqlab.tasks.base import Run, load_weights
 
-ARTEFACTS = (
-    "src_vocab.json",
-    "tgt_vocab.json",
-    "src_tokenizer.json",
-    "tgt_tokenizer.json",
-    "src_tokenizer.spm.model",
-    "tgt_tokenizer.spm.model",
-)
+ARTEFACTS = RUN_FILES["translation"]  # vocabularies, tokenizers, SentencePiece models
 Pairs = list[tuple[str, str]]
 
 
