@@ -874,10 +874,12 @@ def _serve(argv, log):
     pytest.fail("the server did not start")
 
 
-def _send(port, path, body, cut=None):
-    """A raw HTTP POST (``cut``: send only that many bytes of the body); the open socket."""
+def _send(port, path, body, cut=None, host=None):
+    """A raw HTTP POST (``cut``: send only that many bytes of the body; ``host``: its Host
+    header, by default the server's address); the open socket."""
     data = json.dumps(body).encode()
-    head = f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    host = host or f"127.0.0.1:{port}"
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
     head += f"Content-Length: {len(data)}\r\n\r\n"
     conn = socket.create_connection(("127.0.0.1", port), timeout=30)
     conn.sendall(head.encode() + data[:cut])
@@ -1067,3 +1069,93 @@ def test_a_key_given_twice_is_refused_naming_it(api, route, body, key, where):
     once = json.loads(body)  # the same body with each key once is not refused for it
     r = api.post(route, json=once)
     assert "given twice" not in r.text
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"content-type": "text/plain;charset=UTF-8"},  # what fetch() sends with a string body
+        {"content-type": "application/x-www-form-urlencoded"},  # an HTML form
+        {"content-type": "multipart/form-data; boundary=x"},
+        {},  # fetch() with a Blob body of no type
+        {"content-type": "application/json; charset=latin-1"},
+    ],
+)
+def test_a_body_a_web_page_may_send_unasked_is_refused_before_any_work(
+    models, monkeypatch, headers
+):
+    """The bodies a page may send to a server on the user's machine without a CORS preflight
+    (text, a form, multipart, no type) are answered 415 and do no work (the model's handler is
+    never asked); a JSON body needs ``Content-Type: application/json``, which makes a browser
+    ask first (its preflight gets no CORS headers here, so it is not sent), or a client that is
+    not a browser. A charset other than UTF-8 is named, with the fix."""
+    prepared: list[object] = []
+    real = TranslationHandler.prepare
+    monkeypatch.setattr(
+        TranslationHandler, "prepare", lambda self, r: prepared.append(r) or real(self, r)
+    )
+    body = json.dumps({"model": "mt", "text": "may 9 1998"}).encode()
+    with TestClient(create_app({"mt": models["mt"]}, engine="seqlab")) as api:
+        r = api.post("/translate", content=body, headers=headers)
+        assert r.status_code == 415 and prepared == []
+        message = r.json()["error"]
+        if headers.get("content-type", "").startswith("application/json"):
+            assert "charset=latin-1: encode the body as UTF-8" in message
+        else:
+            assert "send the header Content-Type: application/json" in message
+        ok = api.post("/translate", content=body, headers={"content-type": "application/json"})
+        assert ok.status_code == 200 and len(prepared) == 1
+        asked = api.options(
+            "/translate",
+            headers={
+                "Origin": "http://evil.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type",
+            },
+        )
+        assert "access-control-allow-origin" not in asked.headers
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("127.0.0.1:{port}", 200),
+        ("localhost:{port}", 200),
+        ("[::1]:{port}", 200),
+        ("evil.example:{port}", 403),  # a page's own name pointed at 127.0.0.1 (DNS rebinding)
+        ("127.0.0.1.evil.example", 403),
+    ],
+)
+def test_a_name_the_server_is_not_gets_403_before_anything(models, host, status):
+    """``seqlab serve`` on the loopback answers to its names alone (``allowed_hosts``); any
+    other Host gets 403 with the flag that adds a name, on every route (the page's and the
+    tasks', before the key, the body or the model are looked at)."""
+    from seqlab.serve.guards import allowed_hosts
+
+    app = create_app({"mt": models["mt"]}, engine="seqlab", hosts=allowed_hosts("127.0.0.1"))
+    headers = {"host": host.format(port=8000), "content-type": "application/json"}
+    with TestClient(app, raise_server_exceptions=False) as api:
+        for method, path in (("GET", "/"), ("GET", "/models"), ("POST", "/translate")):
+            r = api.request(method, path, headers=headers, content=b'{"text": "may 9 1998"}')
+            assert r.status_code == status, (method, path, r.text)
+            if status == 403:
+                assert "--allowed-host NAME" in r.json()["error"]
+    named = create_app({"mt": models["mt"]}, hosts=allowed_hosts("127.0.0.1", ["box.lan"]))
+    with TestClient(named) as api:
+        assert api.get("/health", headers={"host": "box.lan:8000"}).status_code == 200
+    assert allowed_hosts("0.0.0.0") is None and allowed_hosts("127.0.0.1", ["*"]) is None
+
+
+def test_the_running_server_refuses_another_host(tiny_runs, tmp_path):
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
+    server, port, _ = _serve([f"dates={tiny_runs['mt']}", "--quiet", "--engine", "seqlab"], log)
+    try:
+        for host, status in ((f"127.0.0.1:{port}", b"200"), ("rebound.example", b"403")):
+            conn = _send(port, "/translate", {"text": "may 9 1998"}, host=host)
+            answer = conn.recv(65536)
+            conn.close()
+            assert answer.split(b" ")[1] == status, answer[:200]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()

@@ -72,11 +72,27 @@ CASES = [
         {"json": {"model": "fc", "history": [0.1 * i for i in range(12)], "steps": 2}},
         200,
     ),
-    # JSON sent as another content type: read as JSON, as before
-    ("/translate", {"content": b'{"model": "mt", "text": "09/05/98"}', "headers": {}}, 200),
+    # JSON sent as another content type, or as none, or in another charset: 415
+    ("/translate", {"content": b'{"model": "mt", "text": "09/05/98"}', "headers": {}}, 415),
     (
         "/translate",
         {"content": b'{"model":"mt","text":"x"}', "headers": {"content-type": "text/plain"}},
+        415,
+    ),
+    (
+        "/translate",
+        {
+            "content": b'{"model":"mt","text":"x"}',
+            "headers": {"content-type": "application/json; charset=latin-1"},
+        },
+        415,
+    ),
+    (
+        "/translate",
+        {
+            "content": b'{"model":"mt","text":"x"}',
+            "headers": {"content-type": "Application/JSON; Charset=UTF-8"},
+        },
         200,
     ),
     # bad requests
@@ -225,11 +241,13 @@ def test_each_task_has_one_route_that_is_documented_and_answers(models, cors):
 def test_errors_answer_the_same_on_a_server_without_models(api_key):
     lean, stack = both(create_app({}, api_key=api_key, limits=Limits(max_body_bytes=100)))
     key = {"X-API-Key": "s3cret"}
+    typed = {**key, **JSON}
     for route, request, status in [
         ("/translate", {"json": {"text": "a"}, "headers": key}, 404),  # no model to name
-        ("/generate", {"content": b'{"tokens": 1, "tokens": 2}', "headers": key}, 422),
+        ("/generate", {"content": b'{"tokens": 1, "tokens": 2}', "headers": typed}, 422),
+        ("/generate", {"content": b'{"tokens": 1}', "headers": key}, 415),  # no content type
         ("/classify", {"json": {"text": "a", "bogus": 1}, "headers": key}, 422),
-        ("/forecast", {"content": b"{", "headers": key}, 422),
+        ("/forecast", {"content": b"{", "headers": typed}, 422),
         ("/translate", {"json": {"text": "x" * 200}, "headers": key}, 413),
         ("/translate", {"json": {"text": "a"}}, 401 if api_key else 404),
     ]:

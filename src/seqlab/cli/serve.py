@@ -86,6 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from seqlab.serve.app import create_app, load_models  # deferred: fastapi, uvicorn
+        from seqlab.serve.guards import allowed_hosts  # deferred: starlette
     except ImportError as exc:
         raise SeqlabError(
             f"seqlab serve needs FastAPI and uvicorn ({exc.name} is not installed): "
@@ -124,6 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         quantize=args.quantize,
         api_key=api_key,
         cors=args.cors or (),
+        hosts=allowed_hosts(args.host, args.allowed_host or ()),
     )
     for handler in app.state.handlers.values():
         print(
@@ -181,6 +183,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--which", default="best", help="best | latest | a step number")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a name requests may give in their Host header besides the address listened on "
+        "(loopback: 127.0.0.1, localhost, ::1); repeatable; * accepts any. Others get 403: a "
+        "web page may point a name of its own at this machine (DNS rebinding)",
+    )
     p.add_argument("--port", type=port_number, default=8000, help="1 to 65535 (default: 8000)")
     p.add_argument(
         "--device",

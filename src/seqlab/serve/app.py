@@ -24,8 +24,8 @@ filesystem; with an API key every model route needs ``Authorization: Bearer KEY`
 A task's route is lean: a ``POST`` to it is answered by the application's outer ASGI dispatch
 (:class:`SeqlabAPI`), below FastAPI's and Starlette's middleware (telemetry, body limit, error
 and exception middleware, exit stack, routing), with the same error mapping
-(:func:`error_for`), body limit (:func:`~seqlab.serve.http.read_body`), key and CORS; its body
-is read once and parsed and validated in one pass (:func:`~seqlab.serve.http.parse_body`),
+(:func:`~seqlab.serve.answers.error_for`), body limit (:func:`~seqlab.serve.http.read_body`),
+key and CORS; its body is read once and parsed and validated in one pass (:func:`~seqlab.serve.http.parse_body`),
 checked by the model's handler on the event loop, batched with other requests on the model's
 worker thread, and its response serialised once, by pydantic, straight to bytes
 (:func:`~seqlab.serve.http.json_response`). Everything else (the page, ``/health``,
@@ -43,7 +43,6 @@ from types import MappingProxyType
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -53,34 +52,24 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from seqlab.errors import SeqlabError
 from seqlab.serve import schemas
-from seqlab.serve.batching import Batcher, QueueFull
+from seqlab.serve.answers import RequestTimeout, UnknownModel, add_error_handlers, error_for
+from seqlab.serve.batching import Batcher
+from seqlab.serve.guards import check_json, host_refused
 from seqlab.serve.http import (
     BodyLimit,
     TaskRoute,
     bound_by_limits,
     error,
     json_response,
-    log,
     parse_body,
     read_body,
     stream,
-    validation_message,
 )
-from seqlab.serving.limits import LimitExceeded, Limits
+from seqlab.serving.limits import Limits
 from seqlab.serving.service import Handler, Service
 from seqlab.tasks import load, tasks
 
 STATIC = Path(__file__).parent / "static"
-#: seconds a client is told to wait when a model's queue is full
-RETRY_AFTER_S = 1
-
-
-class UnknownModel(SeqlabError):
-    """A request names no model the server holds (404)."""
-
-
-class RequestTimeout(SeqlabError):
-    """A request went over ``timeout_s`` (504)."""
 
 
 def load_models(
@@ -219,10 +208,12 @@ class Server:
         return json_response(result)
 
     async def respond(self, task: str, service: Service, headers: Headers, body: bytes) -> Response:
-        """``POST service.route`` with ``body`` (read within the limit): authorised, the body
-        parsed once, the model picked, the request checked by its handler, then answered
-        (streamed, for a streaming request). Errors are raised (:func:`error_for` maps them)."""
+        """``POST service.route`` with ``body`` (read within the limit): authorised, declared
+        JSON (:func:`~seqlab.serve.guards.check_json`), the body parsed once, the model picked,
+        the request checked by its handler, then answered (streamed, for a streaming request).
+        Errors are raised (:func:`~seqlab.serve.answers.error_for` maps them)."""
         self.authorise(headers)
+        check_json(headers, service.route)
         request = parse_body(body, service.body)
         handler = self.pick(request.model, task, service.route)
         work, size = handler.prepare(request)
@@ -235,7 +226,7 @@ class Server:
         route (:class:`~seqlab.serve.http.TaskRoute`), called by :class:`SeqlabAPI`'s dispatch:
         the body read within ``max_body_bytes`` (413 before anything else, as the generic
         stack's :class:`~seqlab.serve.http.BodyLimit` does), then :meth:`respond`, each error
-        answered by :func:`error_for` as FastAPI's handlers answer it."""
+        answered by :func:`~seqlab.serve.answers.error_for` as FastAPI's handlers answer it."""
         limit = self.limits.max_body_bytes
 
         async def post(scope: Scope, receive: Receive, send: Send) -> None:
@@ -278,8 +269,18 @@ class SeqlabAPI(FastAPI):
 
     #: route path → the task's lean endpoint (set by :func:`create_app`; none: all to FastAPI)
     lean: Mapping[str, ASGIApp] = MappingProxyType({})
+    #: the names the ``Host`` header may give (set by :func:`create_app`; None: any)
+    hosts: frozenset[str] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and self.hosts is not None:
+            refused = host_refused(Headers(scope=scope).get("host"), self.hosts)
+            if refused is not None:
+                if scope["type"] == "http":
+                    await error(403, refused)(scope, receive, send)
+                else:  # a websocket handshake refused (FastAPI serves none; said for safety)
+                    await send({"type": "websocket.close", "code": 1008})
+                return
         if scope["type"] == "http" and scope["method"] == "POST":
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
@@ -299,6 +300,7 @@ def create_app(
     quantize: str | None = None,
     api_key: str | None = None,
     cors: Sequence[str] = (),
+    hosts: frozenset[str] | None = None,
 ) -> FastAPI:
     """The application serving ``models`` (name → what :func:`seqlab.load` returned).
 
@@ -309,6 +311,9 @@ def create_app(
         quantize: with CTranslate2, e.g. ``int8``.
         api_key: when given, the model routes need it (``Authorization: Bearer KEY``).
         cors: origins allowed to call the API from a browser (none: CORS off).
+        hosts: the names the ``Host`` header of a request may give
+            (:func:`~seqlab.serve.guards.allowed_hosts`; any other is answered 403 before
+            anything else); None: any (``seqlab serve`` always gives them).
     """
     limits = limits or Limits()
     server = Server(models, limits, {"engine": engine, "quantize": quantize}, api_key)
@@ -332,6 +337,7 @@ def create_app(
         server.batchers,
     )
     app.state.limits = limits
+    app.hosts = hosts
     # one route per task: documented (the schema) and answering (its application, the lean path)
     task_routes = [TaskRoute(t, s, server.lean_endpoint(t, s)) for t, s in server.services.items()]
     app.lean = {r.path: r.app for r in task_routes}
@@ -408,50 +414,3 @@ def add_common_routes(app: FastAPI, server: Server) -> None:
     @app.get("/models", response_model=schemas.ModelsResponse, dependencies=[Depends(authorised)])
     async def list_models() -> schemas.ModelsResponse:
         return schemas.ModelsResponse(models=[server.describe(h) for h in server.handlers.values()])
-
-
-def error_for(exc: Exception, limits: Limits, scope: Scope) -> Response:
-    """The answer to an error, the same on every route: JSON ``{"error", "limit"}`` with its
-    status (:func:`~seqlab.serve.http.error`), never a traceback (an unexpected error is logged
-    and answered 500)."""
-    if isinstance(exc, RequestValidationError):
-        return error(422, validation_message(exc))
-    if isinstance(exc, StarletteHTTPException):
-        return error(exc.status_code, str(exc.detail), **(exc.headers or {}))
-    if isinstance(exc, LimitExceeded):
-        return error(exc.status, str(exc), exc.limit)
-    if isinstance(exc, QueueFull):
-        return error(
-            503,
-            f"model {exc} is busy: its queue of max_queue={limits.max_queue} requests is full; "
-            f"retry after {RETRY_AFTER_S} s",
-            "max_queue",
-            **{"Retry-After": str(RETRY_AFTER_S)},
-        )
-    if isinstance(exc, RequestTimeout):
-        return error(504, str(exc), "timeout_s")
-    if isinstance(exc, UnknownModel):
-        return error(404, str(exc))
-    if isinstance(exc, SeqlabError):
-        return error(422, str(exc))
-    log.exception("internal error on %s %s", scope.get("method"), scope.get("path"), exc_info=exc)
-    return error(500, "internal server error (the server's log has the details)")
-
-
-def add_error_handlers(app: FastAPI, limits: Limits) -> None:
-    """Every error of FastAPI's stack answered by :func:`error_for`, as the lean routes' are."""
-
-    async def handle(request: Request, exc: Exception) -> Response:
-        return error_for(exc, limits, request.scope)
-
-    for kind in (
-        RequestValidationError,
-        StarletteHTTPException,
-        LimitExceeded,
-        QueueFull,
-        RequestTimeout,
-        UnknownModel,
-        SeqlabError,
-        Exception,
-    ):
-        app.add_exception_handler(kind, handle)

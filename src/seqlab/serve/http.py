@@ -35,7 +35,7 @@ from seqlab.serving.service import Cancelled, Service
 
 log = logging.getLogger("seqlab.serve")
 #: statuses every task's route may answer with an error body
-ERROR_STATUSES = (401, 404, 413, 422, 503, 504)
+ERROR_STATUSES = (401, 404, 413, 415, 422, 503, 504)
 
 
 def error(status: int, message: str, limit: str | None = None, **headers: str) -> JSONResponse:
