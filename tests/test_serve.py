@@ -1159,3 +1159,74 @@ def test_the_running_server_refuses_another_host(tiny_runs, tmp_path):
         server.terminate()
         server.wait(timeout=30)
         log.close()
+
+
+def _stalled(app, path, method="POST"):
+    """Call ``app`` as a client that declares 100 bytes, sends 9 and then nothing: the status and
+    JSON body it is answered with."""
+    sent: list[dict] = []
+    first = True
+
+    async def receive():
+        nonlocal first
+        if first:
+            first = False
+            return {"type": "http.request", "body": b'{"text": ', "more_body": True}
+        await asyncio.sleep(3600)  # the rest never comes
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json")]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [*headers, (b"content-length", b"100")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 10))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], json.loads(body)
+
+
+def test_a_body_that_stalls_is_answered_408_within_the_deadline(models):
+    """A client that declares a body and stops sending it is answered 408, naming the limit,
+    once ``body_timeout_s`` has passed: on a task's route (the lean path) and on any other
+    (FastAPI's stack, whose body limit reads it first)."""
+    app = create_app({"mt": models["mt"]}, engine="seqlab", limits=Limits(body_timeout_s=0.3))
+    for path in ("/translate", "/"):
+        start = time.perf_counter()
+        status, body = _stalled(app, path)
+        assert status == 408 and body["limit"] == "body_timeout_s", (path, body)
+        assert "did not arrive within the server's limit body_timeout_s=0.3" in body["error"]
+        assert time.perf_counter() - start < 3
+
+
+def test_stalled_bodies_leave_the_running_server_answering(tiny_runs, tmp_path):
+    """50 clients that declare a body and stall: a normal request is answered within 2 s, and
+    each stalled one gets 408 after ``--body-timeout-s``."""
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
+    argv = [f"dates={tiny_runs['mt']}", "--quiet", "--engine", "seqlab", "--body-timeout-s", "2"]
+    server, port, url = _serve(argv, log)
+    try:
+        stalled = [_send(port, "/translate", {"text": "may 9 1998"}, cut=9) for _ in range(50)]
+        start = time.perf_counter()
+        ok = httpx.post(f"{url}/translate", json={"text": "may 9 1998"}, timeout=10)
+        assert ok.status_code == 200 and time.perf_counter() - start < 2
+        for conn in stalled:
+            conn.settimeout(10)
+            assert conn.recv(65536).split(b" ")[1] == b"408"
+            conn.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()

@@ -153,6 +153,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="warning" if args.quiet else "info",
         access_log=not args.quiet,
         timeout_graceful_shutdown=int(limits.timeout_s) + 5,
+        limit_concurrency=limits.max_connections,
     )
     # uvicorn stops on SIGINT/SIGTERM after the requests in flight, then raises the signal
     # again with the handlers found here: make those a no-op, so that a stop is a clean exit
@@ -233,7 +234,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--threads (CTranslate2's inter_threads; default: one per thread)",
     )
     p.add_argument("--quiet", action="store_true", help="no access log")
-    limits = p.add_argument_group("limits (each answered 413/422 with its name when exceeded)")
+    limits = p.add_argument_group("limits (each answered 408/413/422 with its name when exceeded)")
     defaults = Limits()
     for name, field in Limits.model_fields.items():
         kind = float if field.annotation is float else int

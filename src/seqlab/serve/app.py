@@ -231,7 +231,7 @@ class Server:
 
         async def post(scope: Scope, receive: Receive, send: Send) -> None:
             try:
-                body = await read_body(scope, receive, limit)
+                body = await read_body(scope, receive, limit, self.limits.body_timeout_s)
                 if body is None:  # the client left before sending its body: nobody to answer
                     return
                 response = await self.respond(task, service, Headers(scope=scope), body)
@@ -351,7 +351,7 @@ def create_app(
         }
         app.add_middleware(CORSMiddleware, **allowed)  # type: ignore[arg-type]
         app.lean = {route: CORSMiddleware(lean, **allowed) for route, lean in app.lean.items()}
-    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes, seconds=limits.body_timeout_s)
     add_error_handlers(app, limits)
     add_common_routes(app, server)
     # the tasks' routes first: a request is matched against them before the page's and the docs'

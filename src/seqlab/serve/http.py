@@ -35,7 +35,7 @@ from seqlab.serving.service import Cancelled, Service
 
 log = logging.getLogger("seqlab.serve")
 #: statuses every task's route may answer with an error body
-ERROR_STATUSES = (401, 404, 413, 415, 422, 503, 504)
+ERROR_STATUSES = (401, 404, 408, 413, 415, 422, 503, 504)
 
 
 def error(status: int, message: str, limit: str | None = None, **headers: str) -> JSONResponse:
@@ -129,10 +129,33 @@ def body_too_large(limit: int) -> LimitExceeded:
     )
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
-    """A request's body, read within ``limit`` bytes: a declared ``Content-Length`` over it is
-    refused before a byte is read, a body without one as soon as it passes it
-    (:func:`body_too_large`); None when the client left before its end."""
+def body_too_slow(seconds: float) -> LimitExceeded:
+    """The error of a body that did not arrive within ``body_timeout_s`` (408)."""
+    return LimitExceeded(
+        f"the request body did not arrive within the server's limit body_timeout_s={seconds:g}",
+        "body_timeout_s",
+        408,
+    )
+
+
+async def read_body(
+    scope: Scope, receive: Receive, limit: int, seconds: float | None = None
+) -> bytes | None:
+    """A request's body, read within ``limit`` bytes and, when given, ``seconds``: a declared
+    ``Content-Length`` over the limit is refused before a byte is read, a body without one as
+    soon as it passes it (:func:`body_too_large`), and one that has not all arrived in time
+    (:func:`body_too_slow`: a client that stalls holds its connection no longer); None when the
+    client left before its end."""
+    if seconds is None:
+        return await _read_body(scope, receive, limit)
+    try:
+        async with asyncio.timeout(seconds):
+            return await _read_body(scope, receive, limit)
+    except TimeoutError:
+        raise body_too_slow(seconds) from None
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
     for name, value in scope["headers"]:
         if name == b"content-length":
             if value.isdigit() and int(value) > limit:
@@ -153,20 +176,21 @@ async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
 
 
 class BodyLimit:
-    """Refuse request bodies over ``max_body_bytes`` (413) before anything parses them, on the
-    routes of FastAPI's stack (a task's ``POST`` reads its own: :func:`read_body`)."""
+    """Refuse request bodies over ``max_body_bytes`` (413), or slower than ``body_timeout_s``
+    (408), before anything parses them, on the routes of FastAPI's stack (a task's ``POST``
+    reads its own: :func:`read_body`)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, seconds: float | None = None) -> None:
+        self.app, self.limit, self.seconds = app, limit, seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            read = await read_body(scope, receive, self.limit)
+            read = await read_body(scope, receive, self.limit, self.seconds)
         except LimitExceeded as exc:
-            await error(413, str(exc), exc.limit)(scope, receive, send)
+            await error(exc.status, str(exc), exc.limit)(scope, receive, send)
             return
         body, replayed = b"" if read is None else read, False
 

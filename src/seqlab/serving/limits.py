@@ -51,6 +51,16 @@ class Limits(BaseModel):
         SERVER_LIMITS.max_channels or 8, description="channels of one uploaded recording (422)"
     )
     max_body_bytes: PositiveInt = Field(16 << 20, description="bytes of a request body (413)")
+    body_timeout_s: PositiveFloat = Field(
+        10.0,
+        description="seconds a request's body may take to arrive, from its first read (408): "
+        "a client that declares a body and stalls holds no connection longer",
+    )
+    max_connections: PositiveInt = Field(
+        256,
+        description="connections and requests the server holds at once (seqlab serve; "
+        "beyond them 503)",
+    )
     timeout_s: PositiveFloat = Field(
         60.0, description="seconds a request may wait and run before it is answered 504"
     )
