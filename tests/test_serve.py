@@ -1230,3 +1230,19 @@ def test_stalled_bodies_leave_the_running_server_answering(tiny_runs, tmp_path):
         server.terminate()
         server.wait(timeout=30)
         log.close()
+
+
+def test_the_api_docs_are_served_offline_by_the_server_itself(models):
+    """``/docs`` is Swagger UI from the server's own assets (``fastapi-offline``'s): its page
+    names no other host, its script and styles are served, ``HEAD`` answers as ``GET``, and the
+    CDN-only ReDoc page is not offered."""
+    with TestClient(create_app({"mt": models["mt"]}, engine="seqlab")) as api:
+        page = api.get("/docs")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert "http://" not in page.text and "https://" not in page.text
+        for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"):
+            assert f'"/docs-assets/{asset}"' in page.text
+            assert api.get(f"/docs-assets/{asset}").status_code == 200
+        assert '"validatorUrl": null' in page.text
+        assert api.head("/docs").status_code == 200
+        assert api.get("/redoc").status_code == 404

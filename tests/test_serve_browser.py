@@ -846,3 +846,32 @@ def test_record_from_the_microphone_in_chromium(server, tmp_path):
         _no_severe_errors(driver)
     finally:
         driver.quit()
+
+
+@pytest.mark.slow
+def test_the_api_docs_render_with_the_network_unplugged(server, tmp_path):
+    """``/docs`` (Swagger UI over this server's schema) renders in Chromium with every host but
+    the server's unreachable: its script and styles are the server's own. The screenshot is
+    ``docs/serve-api-docs-offline.png`` when ``SEQLAB_DOCS_SCREENSHOT`` names it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    unplugged = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+    driver = _browser(tmp_path / "profile", unplugged)
+    try:
+        driver.get(server + "/docs")
+        wait = WebDriverWait(driver, 30)
+        paths = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path"))
+        shown = {p.text.replace("\u200b", "") for p in paths}
+        assert {"/translate", "/classify", "/generate", "/forecast", "/models"} <= shown
+        loaded = driver.execute_script(
+            "return performance.getEntriesByType('resource').map((e) => e.name)"
+        )
+        assert loaded and all(url.startswith(server) for url in loaded), loaded
+        _no_severe_errors(driver)
+        shot = tmp_path / "docs.png"
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+        if os.environ.get("SEQLAB_DOCS_SCREENSHOT"):
+            shutil.copyfile(shot, os.environ["SEQLAB_DOCS_SCREENSHOT"])
+    finally:
+        driver.quit()

@@ -43,8 +43,9 @@ from types import MappingProxyType
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -327,6 +328,8 @@ def create_app(
 
     served = sorted({h.task.replace("_", " ") for h in server.handlers.values()})
     app = SeqlabAPI(
+        docs_url=None,  # served offline below (add_docs), not from a CDN
+        redoc_url=None,
         title="seqlab",
         summary="Trained seqlab models over HTTP, with their attention: " + ", ".join(served),
         lifespan=lifespan,
@@ -376,8 +379,37 @@ def create_app(
     return app
 
 
+def add_docs(app: FastAPI) -> None:
+    """``/docs``, Swagger UI over this server's schema, from the assets that ``fastapi-offline``
+    ships (Swagger UI 5), served here: no CDN, so it renders with the network unplugged."""
+    import fastapi_offline  # deferred: fastapi (only its static files are used)
+
+    assets = Path(fastapi_offline.__file__).parent / "static"
+    app.mount("/docs-assets", StaticFiles(directory=assets), name="docs-assets")
+    redirect = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
+
+    @app.head("/docs", include_in_schema=False)
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title}: the HTTP API",
+            oauth2_redirect_url=f"{root}{redirect}",
+            swagger_js_url=f"{root}/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}/docs-assets/swagger-ui.css",
+            swagger_favicon_url=f"{root}/docs-assets/favicon.png",
+            swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from swagger.io
+        )
+
+    @app.get(redirect, include_in_schema=False)
+    async def oauth2_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+
 def add_common_routes(app: FastAPI, server: Server) -> None:
-    """The page, its panels, ``/health`` and ``/models``."""
+    """The page, its panels, ``/health``, ``/models`` and ``/docs``."""
+    add_docs(app)
 
     async def authorised(request: Request) -> None:
         server.authorise(request.headers)
