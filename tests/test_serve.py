@@ -1246,3 +1246,20 @@ def test_the_api_docs_are_served_offline_by_the_server_itself(models):
         assert '"validatorUrl": null' in page.text
         assert api.head("/docs").status_code == 200
         assert api.get("/redoc").status_code == 404
+
+
+def test_options_in_the_url_are_refused_by_name(models, monkeypatch):
+    """A task's options are JSON fields; one given in the query string (``?beam=99``), which
+    would otherwise be ignored, is a 422 naming it, before any work."""
+    prepared: list[object] = []
+    real = TranslationHandler.prepare
+    monkeypatch.setattr(
+        TranslationHandler, "prepare", lambda self, r: prepared.append(r) or real(self, r)
+    )
+    with TestClient(create_app({"mt": models["mt"]}, engine="seqlab")) as api:
+        r = api.post("/translate?beam=99&nbest=2", json={"text": "may 9 1998"})
+        assert r.status_code == 422
+        assert "not in the URL's query string (got 'beam', 'nbest')" in r.json()["error"]
+        assert prepared == []
+        assert api.post("/translate", json={"text": "may 9 1998", "beam": 2}).status_code == 200
+        assert len(prepared) == 1

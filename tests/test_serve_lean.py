@@ -113,6 +113,7 @@ CASES = [
     ("/translate", {"json": {"model": "mt", "text": ["a", "b", "c"]}}, 413),  # max_texts
     ("/translate", {"json": {"model": "rnn", "text": "a", "beam": 4}}, 422),  # max_beam
     ("/translate", {"json": {"model": "mt", "text": "x" * 4000}}, 413),  # max_body_bytes
+    ("/translate?beam=99", {"json": {"model": "rnn", "text": "a"}}, 422),  # options in the URL
     ("/classify", {"json": {"model": "mt", "text": "a"}}, 422),
     ("/forecast", {"json": {"model": "fc", "history": [1.0, 2.0], "steps": 2}}, 422),
 ]

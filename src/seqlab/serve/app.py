@@ -55,7 +55,7 @@ from seqlab.errors import SeqlabError
 from seqlab.serve import schemas
 from seqlab.serve.answers import RequestTimeout, UnknownModel, add_error_handlers, error_for
 from seqlab.serve.batching import Batcher
-from seqlab.serve.guards import check_json, host_refused
+from seqlab.serve.guards import check_json, check_no_query, host_refused
 from seqlab.serve.http import (
     BodyLimit,
     TaskRoute,
@@ -208,13 +208,16 @@ class Server:
             ) from None
         return json_response(result)
 
-    async def respond(self, task: str, service: Service, headers: Headers, body: bytes) -> Response:
+    async def respond(
+        self, task: str, service: Service, headers: Headers, body: bytes, query: bytes = b""
+    ) -> Response:
         """``POST service.route`` with ``body`` (read within the limit): authorised, declared
         JSON (:func:`~seqlab.serve.guards.check_json`), the body parsed once, the model picked,
         the request checked by its handler, then answered (streamed, for a streaming request).
         Errors are raised (:func:`~seqlab.serve.answers.error_for` maps them)."""
         self.authorise(headers)
         check_json(headers, service.route)
+        check_no_query(query, service.route)
         request = parse_body(body, service.body)
         handler = self.pick(request.model, task, service.route)
         work, size = handler.prepare(request)
@@ -235,7 +238,8 @@ class Server:
                 body = await read_body(scope, receive, limit, self.limits.body_timeout_s)
                 if body is None:  # the client left before sending its body: nobody to answer
                     return
-                response = await self.respond(task, service, Headers(scope=scope), body)
+                headers, query = Headers(scope=scope), scope.get("query_string", b"")
+                response = await self.respond(task, service, headers, body, query)
             except Exception as exc:  # noqa: BLE001 - every error is a JSON answer
                 response = error_for(exc, self.limits, scope)
             await response(scope, receive, send)

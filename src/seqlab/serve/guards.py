@@ -1,12 +1,14 @@
 """What a request must be before anything reads it: a server on the developer's machine is
 reachable from every page open in their browser, so a task's request must declare a JSON body
-(:func:`check_json`: 415 otherwise) and every request must name this server in its ``Host``
+(:func:`check_json`: 415 otherwise) and no query string (:func:`check_no_query`: 422), and
+every request must name this server in its ``Host``
 header (:func:`host_refused`: 403 otherwise; :func:`allowed_hosts` makes the names).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers
 
@@ -15,6 +17,21 @@ from seqlab.errors import SeqlabError
 
 class UnsupportedMediaType(SeqlabError):
     """A task's request whose body is not declared UTF-8 JSON (415)."""
+
+
+def check_no_query(query: bytes, route: str) -> None:
+    """Refuse (422) a task's request with a query string: its options are fields of the JSON
+    body, and a parameter in the URL (``?beam=99``) would otherwise be ignored unsaid."""
+    if not query:
+        return
+    names = [name for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True)]
+    shown = ", ".join(repr(n[:40]) for n in dict.fromkeys(names)) or repr(
+        query[:40].decode("latin-1")
+    )
+    raise SeqlabError(
+        f"POST {route} takes its options as fields of the JSON body, not in the URL's query "
+        f'string (got {shown}): send them in the body, e.g. {{"beam": 5}}'
+    )
 
 
 def check_json(headers: Headers, route: str) -> None:
