@@ -1263,3 +1263,22 @@ def test_options_in_the_url_are_refused_by_name(models, monkeypatch):
         assert prepared == []
         assert api.post("/translate", json={"text": "may 9 1998", "beam": 2}).status_code == 200
         assert len(prepared) == 1
+
+
+@pytest.mark.parametrize("name", ["lm", "lm-transformer"])
+def test_an_empty_prefix_returns_the_continuation_alone(api, models, name):
+    """Generation from nothing starts from the most frequent token, as context: the text
+    returned is the continuation alone, with no leading space, in the Python API, the response
+    and the streamed deltas alike (they join to the response's text)."""
+    lm = models[name]
+    seed = lm.detokenize(lm.prefix_ids(""))
+    text = lm.generate("", 12, temperature=0.9, seed=4)
+    new = list(lm.stream("", 12, temperature=0.9, seed=4))
+    assert text == lm.detokenize(lm.prefix_ids("") + new)[len(seed) :].lstrip()
+    assert text == text.lstrip() and len(new) == 12
+    request = {"model": name, "prefix": "", "tokens": 12, "temperature": 0.9, "seed": 4}
+    whole = api.post("/generate", json=request).json()
+    assert whole["text"] == text
+    with api.stream("POST", "/generate", json={**request, "stream": True}) as r:
+        events = _events(r.read().decode())
+    assert "".join(d["text"] for kind, d in events if kind == "token") == whole["text"]

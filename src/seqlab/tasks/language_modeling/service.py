@@ -109,6 +109,9 @@ class LanguageModelHandler(OptionsHandler):
     def _generate(self, work: GenerateWork, cancelled: Any) -> GenerateResponse:
         p = self.predictor
         ids, new = p.prefix_ids(work.prefix), []
+        # an empty prefix: no text before the first token, whose leading space is left out, as
+        # in the response's text (text_of)
+        started = bool(p.tokenizer.tokenize(work.prefix))
         with contextlib.closing(self._tokens(work)) as tokens:  # stopped early: closed now
             for token in tokens:
                 if cancelled.is_set():
@@ -116,10 +119,13 @@ class LanguageModelHandler(OptionsHandler):
                 new.append(token)
                 if work.emit is not None:
                     delta = self._delta(ids + new)
+                    if not started:
+                        delta = delta.lstrip()
+                        started = bool(delta)
                     work.emit({"token": p.vocab.to_tokens(token), "text": delta, "index": len(new)})
         return GenerateResponse(
             model=self.name,
-            text=p.detokenize(ids + new),
+            text=p.text_of(work.prefix, new),
             tokens=[p.vocab.to_tokens(t) for t in new],
             warnings=p.input_warnings(work.prefix, "prefix"),
         )

@@ -318,7 +318,7 @@ class LanguageModel(Predictor):
         the text holds only the vocabulary's own tokens.
         """
         new = self.stream(prefix, tokens, options, **keywords)
-        return self.detokenize(self.prefix_ids(prefix) + list(new))
+        return self.text_of(prefix, list(new))
 
     def stream(
         self,
@@ -373,6 +373,15 @@ class LanguageModel(Predictor):
         if not pieces:
             pieces = [self.vocab.to_tokens(self.vocab.num_reserved)]
         return list(self.vocab[pieces])
+
+    def text_of(self, prefix: str, new: Sequence[int]) -> str:
+        """The text :meth:`generate` returns: the prefix's tokens and the ``new`` ones as text;
+        for an empty prefix, the new ones alone (the token generation started from, which
+        :meth:`prefix_ids` puts in as context, is not the user's text)."""
+        ids = self.prefix_ids(prefix)
+        if self.tokenizer.tokenize(prefix):
+            return self.detokenize([*ids, *new])
+        return self.detokenize([*ids, *new])[len(self.detokenize(ids)) :].lstrip()
 
     def detokenize(self, ids: Sequence[int]) -> str:
         """The text of token ids."""
