@@ -324,3 +324,39 @@ def test_infinite_samples_and_overlong_clips_are_named():
         load_clip((x, 8000))
     with pytest.raises(AudioError, match=r"3\.00 s long .* over the limit of 2 s"):
         load_clip((np.zeros(24000, dtype=np.float32), 8000), max_seconds=2)
+
+
+class _Stop(Exception):
+    """Raised in place of reading the clips: the check comes before."""
+
+
+@pytest.mark.parametrize(
+    ("dataset", "rate", "native"), [("fsdd", 16000, 8000), ("emodb", 22050, 16000)]
+)
+def test_training_above_a_datasets_own_rate_warns_before_reading(
+    monkeypatch, dataset, rate, native
+):
+    """``data.sample_rate`` above the rate a speech dataset was recorded at (FSDD 8 kHz, EmoDB
+    16 kHz) upsamples every clip: training says so, naming both rates and the key to set, before
+    a clip is read; at the dataset's own rate it says nothing."""
+    import warnings
+
+    from seqlab.config import load_config
+    from seqlab.data.parallel import DataWarning
+    from seqlab.tasks.audio import task
+
+    def stop(data, seed):
+        raise _Stop
+
+    monkeypatch.setattr(task.readers, "read", stop)
+    config = "fsdd-cnn" if dataset == "fsdd" else "emodb-cnn"
+    cfg = load_config(config, [f"data.sample_rate={rate}"])
+    said = rf"data.sample_rate={rate} is above {dataset}'s recordings, made at {native} Hz"
+    warned = pytest.warns(DataWarning, match=said + rf".*set data.sample_rate={native}")
+    with warned, pytest.raises(_Stop):
+        task.build_experiment(cfg)
+    cfg = load_config(config, [f"data.sample_rate={native}"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        with pytest.raises(_Stop):
+            task.build_experiment(cfg)

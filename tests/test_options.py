@@ -158,3 +158,21 @@ def test_each_field_of_a_commands_options_is_a_flag_a_request_field_and_a_schema
         assert field.description[:40] in flags[flag].help, (command, flag)
         assert service.body.model_fields[name].description == field.description
         assert properties[name]["description"] == field.description, (task, name)
+
+
+def test_a_flag_spelt_as_a_keyword_is_refused_naming_its_field(tiny_runs):
+    """``--horizon`` is ``steps`` in Python: ``forecast(horizon=3)`` and ``predict(horizon=3)``
+    are refused naming the field to use (they were Python's own TypeError, or named nothing)."""
+    from seqlab import load
+    from seqlab.tasks.forecasting.options import ForecastOptions
+
+    message = r"unknown option 'horizon' \(the command line's --horizon is steps= here\)"
+    with pytest.raises(SeqlabError, match=message):
+        ForecastOptions.of(horizon=3)
+    fc = load(tiny_runs["fc"])
+    for call in (fc.forecast, fc.predict):
+        with pytest.raises(SeqlabError, match=message):
+            call([1.0] * 40, horizon=3)
+    with pytest.raises(SeqlabError, match=r"unknown option 'steps_ahead'; the options are"):
+        fc.forecast([1.0] * 40, steps_ahead=3)
+    assert len(fc.forecast([1.0] * 40, steps=3)) == 3

@@ -139,6 +139,8 @@ class DatasetSpec:
         speakers: the speakers of a speech dataset, who ``data.test_speaker`` and
             ``data.val_speaker`` may hold out (none: those keys are refused with it).
         fetch: for a folder of files: ``fetch()`` finds or downloads it, returns its path.
+        sample_rate: a speech dataset's recordings' own rate (Hz), which no resampling to a
+            higher ``data.sample_rate`` adds content to (None: unknown, or the user's files).
         folder: the dataset is a folder fetched whole (true when ``fetch`` is given).
 
     seqlab's own records (:mod:`seqlab.builtin_records`) give neither ``read`` nor ``fetch``:
@@ -161,6 +163,7 @@ class DatasetSpec:
     citation: str = ""
     speakers: tuple[str, ...] = ()
     fetch: Callable[[], Any] | None = None
+    sample_rate: int | None = None
     folder: bool = False
 
     def __post_init__(self) -> None:

@@ -220,8 +220,17 @@ class CommandOptions(BaseModel):
         given = {k: v for k, v in {**(values or {}), **keywords}.items() if v is not None}
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
+            # a flag whose field has another name (--horizon is steps=): say which
+            spelt = {flag.lstrip("-").replace("-", "_"): f for f, flag in cls.flags.items()}
+            hint = (
+                f" (the command line's --{unknown[0].replace('_', '-')} is {spelt[unknown[0]]}= "
+                "here)"
+                if unknown[0] in spelt
+                else ""
+            )
             raise SeqlabError(
-                f"unknown option {unknown[0]!r}; the options are {', '.join(cls.model_fields)}"
+                f"unknown option {unknown[0]!r}{hint}; the options are "
+                + ", ".join(cls.model_fields)
             )
         try:
             return cls.model_validate(given)

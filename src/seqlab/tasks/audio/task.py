@@ -16,6 +16,7 @@ else.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -26,6 +27,7 @@ from seqlab.builtin_records import RUN_FILES
 from seqlab.config import ExperimentConfig
 from seqlab.data import readers
 from seqlab.data.audio_batching import AudioBatches
+from seqlab.data.parallel import DataWarning
 from seqlab.errors import DataError
 from seqlab.nn.audio import feature_stats
 from seqlab.objective import Selection
@@ -60,6 +62,16 @@ def normalisation(model: nn.Module, batches: AudioBatches) -> tuple[torch.Tensor
 def build_experiment(cfg: ExperimentConfig, run_dir: Path | None = None) -> Experiment:
     """Clips, labels (the run's own when resuming), normalisation, batches and the model."""
     spec = catalog.datasets()[cfg.data.dataset]
+    if run_dir is None and spec.sample_rate and cfg.data.sample_rate > spec.sample_rate:
+        warnings.warn(
+            f"data.sample_rate={cfg.data.sample_rate} is above {spec.name}'s recordings, made at "
+            f"{spec.sample_rate} Hz: every clip is upsampled, so the model learns nothing above "
+            f"{spec.sample_rate // 2} Hz, and each {spec.sample_rate} Hz recording it later "
+            f"classifies is upsampled with a warning; set data.sample_rate={spec.sample_rate} "
+            "for this dataset",
+            DataWarning,
+            stacklevel=2,
+        )
     examples = readers.read(cfg.data, cfg.train.seed)
     if run_dir is not None:
         classes = Classes.load(run_dir / "classes.json")

@@ -205,13 +205,14 @@ class Forecaster(Predictor):
         history: Tensor | list[float],
         steps: int | None = None,
         options: ForecastOptions | None = None,
+        **keywords: Any,
     ) -> list[float]:
         """The ``steps`` values after ``history`` (at least τ finite values, within
         ±:data:`~seqlab.data.series.MAX_ABS_VALUE`), each predicted from the previous
         predictions once the observations run out; ``options`` (a validated
         :class:`~seqlab.tasks.forecasting.options.ForecastOptions`) may give the steps instead,
-        taken as they are."""
-        keywords = {} if steps is None else {"steps": steps}
+        taken as they are; any other keyword is refused by name."""
+        keywords = keywords if steps is None else {**keywords, "steps": steps}
         steps = self.options_of("forecast", options, keywords).steps
         if isinstance(history, str) or not isinstance(history, Tensor | Sequence):
             raise SeqlabError(
