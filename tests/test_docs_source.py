@@ -235,3 +235,24 @@ def test_jupyterlab_opens_the_pages_as_notebooks():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert "docs/tutorials/.jupyter/labconfig/default_setting_overrides.json" in makefile
     assert "make lab" in (DOCS / "tutorials" / "index.md").read_text(encoding="utf-8")
+
+
+def test_a_formula_after_a_code_span_over_a_line_break_is_converted_and_one_left_typed_fails():
+    """A code span may run over a line break (Markdown's do): the formula after it is converted
+    (page 5b showed "Layer $l > 0$" as typed); a ``$…$`` that is still in the rendered page, a
+    formula split over a line break for one, fails the build naming it."""
+    mathml = docs_hook("mathml")
+    text, found = mathml.to_mathml("`RNN(cell,\n  num_layers=L)`. Layer $l > 0$ reads `x`.")
+    assert "$" not in text and len(found) == 1 and "<mi>l</mi>" in next(iter(found.values()))
+    planted = "a formula split $x\n+ 1$ over a line break"
+    text, found = mathml.to_mathml(planted)
+    assert found == {} and "$x" in text  # not converted: the build must not pass it
+
+    class Page:
+        class file:
+            src_uri = "tutorials/p.md"
+
+    with pytest.raises(Exception, match=r"tutorials/p\.md: TeX left unconverted .*\$x\n\+ 1\$"):
+        mathml.on_page_content(f"<p>{text}</p>", Page)
+    assert mathml.unconverted("<p>costs $5 and $6</p>") == []  # two prices, no formula
+    assert mathml.unconverted("<pre><code>echo $HOME $PATH</code></pre>") == []

@@ -3,10 +3,11 @@
 Browsers draw MathML themselves, so the site needs no MathJax or KaTeX script (nothing from a CDN,
 nothing to vendor); Jupyter, which opens the same tutorial pages as notebooks, renders the TeX
 with its own MathJax. Code blocks and inline code are left alone; a formula latex2mathml cannot
-read fails the build, naming the page, and so does a TeX command left in a rendered page outside
-code (latex2mathml copies the delimiter of ``\\Big\\lVert`` through as text, for one): the site
-would show it raw. The site ships its own math font (``docs/assets/fonts/``, ``math.css``) so that
-brackets stretch on every system.
+read fails the build, naming the page, and so does a TeX command or a ``$…$`` left in a rendered
+page outside code (latex2mathml copies the delimiter of ``\\Big\\lVert`` through as text, for
+one; a formula split over a line break is not converted): the site would show it raw. Code
+spans may run over a line break, as Markdown's do. The site ships its own math font
+(``docs/assets/fonts/``, ``math.css``) so that brackets stretch on every system.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import re
 from latex2mathml.converter import convert
 from mkdocs.exceptions import PluginError
 
-CODE = re.compile(r"(^[ \t]*```.*?^[ \t]*```[ \t]*$|`[^`\n]+`)", re.M | re.S)
+#: code blocks, and code spans (which may run across a line break, not across a blank line)
+CODE = re.compile(r"(^[ \t]*```.*?^[ \t]*```[ \t]*$|`(?:[^`\n]|\n(?![ \t]*\n))+`)", re.M | re.S)
 DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 INLINE = re.compile(r"(?<![\\$\w])\$(?!\s)([^$\n]+?)(?<!\s)\$(?![\w$])")
 #: delimiters latex2mathml knows alone but copies through as text after ``\big``, ``\Big``, …
@@ -44,6 +46,8 @@ SIZED = re.compile(
 )
 #: a TeX command (a backslash and letters) in a rendered page
 COMMAND = re.compile(r"\\[A-Za-z]+")
+#: a formula left as typed in a rendered page: ``$…$`` outside code (over line breaks too)
+TYPED = re.compile(r"(?<![\\$\w])\$(?![\s$])[^$<>]+?(?<!\s)\$(?![\w$])")
 #: what may hold a backslash on purpose: code, scripts, styles
 VERBATIM = re.compile(r"<(pre|code|script|style|kbd|samp)\b.*?</\1>", re.S | re.I)
 
@@ -64,8 +68,10 @@ def _mathml(tex: str, display: bool, page: str) -> str:
 
 
 def unconverted(html: str) -> list[str]:
-    """The TeX commands left in a rendered page outside code, scripts and styles."""
-    return sorted(set(COMMAND.findall(VERBATIM.sub("", html))))
+    """The TeX commands, and the formulas left as typed (``$…$``), in a rendered page outside
+    code, scripts and styles."""
+    text = VERBATIM.sub("", html)
+    return sorted(set(COMMAND.findall(text) + [m.group(0) for m in TYPED.finditer(text)]))
 
 
 def to_mathml(markdown: str, page: str = "") -> tuple[str, dict[str, str]]:
