@@ -42,18 +42,23 @@ def imported(call: str, *args: str, before: str = "") -> list[str]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+#: the package of each of seqlab's own tasks, and the module of each architecture, by name
+TASK_PACKAGES = {name: load().__name__ for name, load in catalog.BUILTIN_TASKS.items()}
+MODEL_MODULES = {arch: load().__name__ for arch, load in catalog.BUILTIN_MODELS.items()}
+
+
 def _under(names: list[str], package: str) -> list[str]:
     return [n for n in names if n == package or n.startswith(package + ".")]
 
 
 def _task_packages(names: list[str]) -> set[str]:
     """The packages of seqlab's own tasks among ``names``."""
-    return set(catalog.BUILTIN_TASKS.values()) & set(names)
+    return set(TASK_PACKAGES.values()) & set(names)
 
 
 def _arch_modules(names: list[str]) -> set[str]:
     """The modules of seqlab's own architectures among ``names``."""
-    return set(catalog.BUILTIN_MODELS.values()) & set(names)
+    return set(MODEL_MODULES.values()) & set(names)
 
 
 @pytest.mark.parametrize(
@@ -93,13 +98,13 @@ def test_loading_a_run_imports_its_task_and_no_other_nor_their_models(tiny_runs,
     names = imported("seqlab.load(sys.argv[1])", str(tiny_runs[run]))
     print(f"load({run}): {len(names)} seqlab modules")
     arch = load_config(tiny_runs[run] / "config.yaml").model.arch
-    assert _task_packages(names) == {catalog.BUILTIN_TASKS[task]}
+    assert _task_packages(names) == {TASK_PACKAGES[task]}
     others = {
-        catalog.BUILTIN_MODELS[a]
+        MODEL_MODULES[a]
         for a, spec in catalog.models().items()
         if a in catalog.BUILTIN_MODELS and spec.task != task
     }
-    assert catalog.BUILTIN_MODELS[arch] in names
+    assert MODEL_MODULES[arch] in names
     assert _arch_modules(names) & others == set(), "another task's architecture was imported"
     assert _under(names, "seqlab.training") == [], "loading a run imported training code"
 
@@ -124,20 +129,16 @@ def test_listing_the_tasks_still_finds_every_one():
 
 
 def test_the_catalog_names_the_module_that_registers_each_of_its_own_records():
-    """:data:`~seqlab.catalog.BUILTIN_MODELS` and :data:`~seqlab.catalog.BUILTIN_TASKS` name, for
-    each of seqlab's architectures and tasks, the module that registers it, and miss none."""
+    """:data:`~seqlab.catalog.BUILTIN_MODELS` and :data:`~seqlab.catalog.BUILTIN_TASKS` import,
+    for each of seqlab's architectures and tasks, the module that registers it, and miss none."""
     registered = {arch: spec.build.__module__ for arch, spec in catalog.models().items()}
-    assert {a: m for a, m in registered.items() if a in catalog.BUILTIN_MODELS} == dict(
-        catalog.BUILTIN_MODELS
-    )
+    assert {a: m for a, m in registered.items() if a in catalog.BUILTIN_MODELS} == MODEL_MODULES
     assert set(catalog.BUILTIN_MODELS) <= set(registered)
-    for name, package in catalog.BUILTIN_TASKS.items():
+    for name, package in TASK_PACKAGES.items():
         spec = catalog.tasks()[name]
         assert all(p.__module__.startswith(package + ".") for p in spec.predictors), name
     assert not any(
-        m.startswith("seqlab.")
-        for m in registered.values()
-        if m not in catalog.BUILTIN_MODELS.values()
+        m.startswith("seqlab.") for m in registered.values() if m not in MODEL_MODULES.values()
     )
 
 

@@ -26,7 +26,7 @@ panel for it (:class:`TaskSpec`).
 seqlab's own datasets, cells and position schemes are plain records
 (:mod:`seqlab.builtin_records`), registered when this module is imported. seqlab's own tasks and
 architectures register themselves when their modules are imported; :mod:`seqlab.builtin` (which
-``import seqlab`` runs) hands the catalog their names and modules (:func:`provide`), and reading
+``import seqlab`` runs) hands the catalog their names and what imports each (:func:`provide`), and reading
 one by name (:func:`model`, :func:`task`) imports that one module, reading a kind
 (:func:`models`, :func:`tasks`) all of them. Code outside seqlab registers its records the same
 way before it loads a config that names them; :func:`registered` does it for the length of a
@@ -57,11 +57,10 @@ from seqlab.records import (  # noqa: F401  (the records, named from the catalog
     TaskSpec,
 )
 
-#: seqlab's own tasks and architectures by name, with the module that registers each, and what
-#: imports one (:func:`provide`, called by :mod:`seqlab.builtin` when ``import seqlab`` runs)
-BUILTIN_TASKS: Mapping[str, str] = MappingProxyType({})
-BUILTIN_MODELS: Mapping[str, str] = MappingProxyType({})
-_load: Callable[[str], None] = lambda module: None  # noqa: E731
+#: seqlab's own tasks and architectures by name, each with what imports the module that
+#: registers it (:func:`provide`, called by :mod:`seqlab.builtin` when ``import seqlab`` runs)
+BUILTIN_TASKS: Mapping[str, Callable[[], Any]] = MappingProxyType({})
+BUILTIN_MODELS: Mapping[str, Callable[[], Any]] = MappingProxyType({})
 
 _MODELS: dict[str, ModelSpec] = {}
 _DATASETS: dict[str, DatasetSpec] = {}
@@ -72,13 +71,12 @@ _loaded: set[str] = set()
 
 
 def provide(
-    tasks: Mapping[str, str], models: Mapping[str, str], load: Callable[[str], None]
+    tasks: Mapping[str, Callable[[], Any]], models: Mapping[str, Callable[[], Any]]
 ) -> None:
-    """Where seqlab's own tasks and architectures are: by name, the module that registers each,
-    and ``load(module)``, which imports one (:mod:`seqlab.builtin`, the one caller)."""
-    global BUILTIN_TASKS, BUILTIN_MODELS, _load
+    """Where seqlab's own tasks and architectures are: by name, what imports the module that
+    registers each (:mod:`seqlab.builtin`, the one caller)."""
+    global BUILTIN_TASKS, BUILTIN_MODELS
     BUILTIN_TASKS, BUILTIN_MODELS = MappingProxyType(dict(tasks)), MappingProxyType(dict(models))
-    _load = load
 
 
 def _builtin(kind: str) -> None:
@@ -88,8 +86,8 @@ def _builtin(kind: str) -> None:
         _loaded.add(kind)
         try:
             by_name = {"tasks": BUILTIN_TASKS, "models": BUILTIN_MODELS}[kind]
-            for module in dict.fromkeys(by_name.values()):
-                _load(module)
+            for load in dict.fromkeys(by_name.values()):
+                load()
         except BaseException:
             _loaded.discard(kind)
             raise
@@ -223,7 +221,7 @@ def model(arch: object) -> ModelSpec | None:
     if not isinstance(arch, str):
         return None
     if arch not in _MODELS and arch in BUILTIN_MODELS:
-        _load(BUILTIN_MODELS[arch])
+        BUILTIN_MODELS[arch]()
     return _MODELS.get(arch)
 
 
@@ -263,7 +261,7 @@ def task(name: str) -> TaskSpec | None:
     """The task called ``name`` (None if there is none), importing, of seqlab's own tasks, that
     one's package alone."""
     if name not in _TASKS and name in BUILTIN_TASKS:
-        _load(BUILTIN_TASKS[name])
+        BUILTIN_TASKS[name]()
     return _TASKS.get(name)
 
 
