@@ -14,6 +14,7 @@ from conftest import docs_hook
 from seqlab.errors import SeqlabError
 from seqlab.tasks.options import CommandOptions
 from seqlab.tasks.translation import SERVICE, TranslateOptions, Translator
+from seqlab.tasks.translation.options import EngineOptions, TranslateEngineOptions
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -176,3 +177,85 @@ def test_a_flag_spelt_as_a_keyword_is_refused_naming_its_field(tiny_runs):
     with pytest.raises(SeqlabError, match=r"unknown option 'steps_ahead'; the options are"):
         fc.forecast([1.0] * 40, steps_ahead=3)
     assert len(fc.forecast([1.0] * 40, steps=3)) == 3
+
+
+class DeadlineOptions(TranslateEngineOptions):
+    """``seqlab translate``'s run options and one more: the only place the option is written."""
+
+    deadline_s: float | None = Field(
+        None, gt=0.0, allow_inf_nan=False, description="give up after SECONDS (of the test)"
+    )
+
+
+def test_the_engine_and_the_heatmaps_are_fields_that_every_surface_reads(
+    tiny_runs, monkeypatch, capsys, tmp_path
+):
+    """How a translation runs (engine, compute type, cores, ensemble, heatmaps) is one model
+    (EngineOptions): the translate and evaluate flags, serve's engine choices, the Python
+    keywords and their checks all come from its fields; no request body carries them."""
+    import inspect
+    import typing
+
+    from seqlab import load
+    from seqlab.builtin_records import ENGINE_NAMES, QUANTIZE_TYPES
+    from seqlab.cli import build_parser, main
+    from seqlab.serve import create_app
+
+    engine = EngineOptions.model_fields["engine"]
+    assert typing.get_args(engine.annotation) == ENGINE_NAMES
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for command, model in (("translate", TranslateEngineOptions), ("evaluate", EngineOptions)):
+        commands[command].format_help()  # the declared options are added when first used
+        flags = {s: a for a in commands[command]._actions for s in a.option_strings}
+        assert tuple(flags["--engine"].choices) == ENGINE_NAMES
+        assert tuple(flags["--quantize"].choices) == QUANTIZE_TYPES
+        for name, field in model.model_fields.items():
+            assert field.description in flags["--" + name.replace("_", "-")].help, name
+        assert ("--attention-png" in flags) == (command == "translate")
+    serve = {s: a for a in commands["serve"]._actions for s in a.option_strings}
+    assert tuple(serve["--engine"].choices) == ("auto", *ENGINE_NAMES)
+    assert tuple(serve["--quantize"].choices) == QUANTIZE_TYPES
+
+    run = str(tiny_runs["mt"])
+    for argv, words in (
+        (["--engine", "onnx"], "argument --engine: must be one of seqlab, ctranslate2, got 'onnx'"),
+        (["--threads", "0"], "argument --threads: must be a whole number >= 1, got '0'"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["translate", "--run", run, *argv])
+        assert words in capsys.readouterr().err
+
+    mt = load(run)
+    parameters = inspect.signature(mt.predict).parameters
+    assert {"engine", "quantize", "attention_png"} <= set(parameters)
+    assert not {"threads", "workers", "ensemble"} & set(parameters)  # the command line's own
+    with pytest.raises(SeqlabError, match=r"engine must be one of seqlab, ctranslate2, got 'x'"):
+        mt.translate("may 9 1998", engine="x")
+    with pytest.raises(SeqlabError, match=r"threads= is an option of the command line"):
+        mt.translate("may 9 1998", threads=2)
+    with pytest.raises(SeqlabError, match=r"unknown option 'engin'; the options are beam, "):
+        mt.translate("may 9 1998", engin="seqlab")
+    # the heatmaps: the keyword and the flag write the same files by the same rule
+    written = mt.predict(["may 9 1998", "9 may 1998"], attention_png=tmp_path / "py").figures
+    inputs = tmp_path / "in.txt"
+    inputs.write_text("may 9 1998\n9 may 1998\n", encoding="utf-8")
+    cli = tmp_path / "cli"
+    assert (
+        main(["translate", "--run", run, "--input", str(inputs), "--attention-png", str(cli)]) == 0
+    )
+    assert [p.name for p in written] == ["attention-0001.png", "attention-0002.png"]
+    assert sorted(p.name for p in cli.glob("*.png")) == [p.name for p in written]
+    capsys.readouterr()
+
+    # a field added to the model in one place: a flag, a keyword argument checked by its bounds
+    monkeypatch.setitem(Translator.run_options, "translate", DeadlineOptions)
+    parser = build_parser()._subparsers._group_actions[0].choices["translate"]
+    assert "give up after SECONDS (of the test)" in parser.format_help()
+    with pytest.raises(SeqlabError, match=r"deadline s must be a number > 0, got -1"):
+        mt.predict(["may 9 1998"], deadline_s=-1)
+    assert len(mt.predict(["may 9 1998"], deadline_s=5.0).lines()) == 1
+
+    # and no request chooses the engine: the server sets it once (seqlab serve --engine)
+    with TestClient(create_app({"mt": mt}, engine="seqlab")) as api:
+        refused = api.post("/translate", json={"text": "may 9 1998", "engine": "ctranslate2"})
+        assert refused.status_code == 422 and "engine" in refused.json()["error"]

@@ -42,7 +42,7 @@ def test_every_spelling_names_one_engine(monkeypatch):
 
 def test_the_command_lines_take_the_task_s_names(monkeypatch):
     assert _choices(["serve"], "--engine") == list(SERVER_ENGINES)
-    engine = next(o for o in Translator.options if o.flag == "--engine")
+    engine = next(o for o in Translator.options_for("translate") if o.flag == "--engine")
     assert tuple(engine.choices) == ENGINES == ("seqlab", "ctranslate2")
     assert engine.default == "seqlab"
     # the old name still parses, as the new one, with its deprecation warning

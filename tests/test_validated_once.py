@@ -1,4 +1,5 @@
-"""Each call validates its options once: the options model is built (``CommandOptions.of``) and
+"""Each call validates its options once: the options model (and the model of how it runs, the
+engine's) is built (``CommandOptions.of``) and
 what it means for the run worked out (``DecodeOptions.decode``) once per call of the Python API,
 and once per command on the command line (its check before any work hands the validated model on
 to the calls), however many batches the command then decodes. The calls are counted."""
@@ -23,8 +24,8 @@ def counted(monkeypatch):
     of, decode = CommandOptions.of.__func__, DecodeOptions.decode
     as_sentences = translator.as_sentences
 
-    def counting_of(cls, *args, **kwargs):
-        calls["of"] += 1
+    def counting_of(cls, *args, **kwargs):  # the decoding's model, and how the call runs
+        calls["of" if issubclass(cls, DecodeOptions) else "engine"] += 1
         return of(cls, *args, **kwargs)
 
     def counting_decode(self, run):
@@ -45,10 +46,10 @@ def counted(monkeypatch):
 @pytest.mark.parametrize(
     ("call", "expected"),
     [
-        ("translate", {"of": 1, "decode": 1, "as_sentences": 1}),
-        ("predict", {"of": 1, "decode": 1, "as_sentences": 1}),
-        ("hypotheses", {"of": 1, "decode": 1, "as_sentences": 1}),
-        ("score", {"of": 1, "decode": 1, "as_sentences": 1}),
+        ("translate", {"of": 1, "engine": 1, "decode": 1, "as_sentences": 1}),
+        ("predict", {"of": 1, "engine": 1, "decode": 1, "as_sentences": 1}),
+        ("hypotheses", {"of": 1, "engine": 1, "decode": 1, "as_sentences": 1}),
+        ("score", {"of": 1, "engine": 1, "decode": 1, "as_sentences": 1}),
     ],
 )
 def test_a_translation_call_validates_its_options_once(tiny_runs, counted, call, expected):
@@ -70,7 +71,7 @@ def test_the_command_line_validates_once_for_every_line_it_translates(
     source.write_text("a man rides a bike .\ntwo dogs play .\n", encoding="utf-8")
     run = str(tiny_runs["mt"])
     assert main(["translate", "--run", run, "--input", str(source), "--beam", "2"]) == 0
-    assert counted["of"] == 1 and counted["decode"] == 1
+    assert counted["of"] == 1 and counted["engine"] == 1 and counted["decode"] == 1
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 

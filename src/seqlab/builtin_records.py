@@ -1,10 +1,16 @@
-"""seqlab's own datasets, position schemes, recurrent cells and tasks' run files, as records: what a config names and
-validates, what ``seqlab data list`` shows and what ``seqlab data fetch`` downloads, with no
-reader and no PyTorch (the readers: :data:`seqlab.data.readers.READERS`; the schemes' code:
-:mod:`seqlab.nn.attention_positions`; the cells' classes: :data:`seqlab.nn.cells.CELLS`). :mod:`seqlab.catalog` imports it and registers them.
+"""seqlab's own datasets, position schemes, recurrent cells, tasks' run files and translation
+engines, as records: what a config names and validates, what ``seqlab data list`` shows, what
+``seqlab data fetch`` downloads and what ``--engine`` takes, with no reader and no PyTorch (the
+readers: :data:`seqlab.data.readers.READERS`; the schemes' code:
+:mod:`seqlab.nn.attention_positions`; the cells' classes: :data:`seqlab.nn.cells.CELLS`; the
+engines: :mod:`seqlab.tasks.translation.engines`). :mod:`seqlab.catalog` imports it and registers
+them.
 """
 
 from __future__ import annotations
+
+import typing
+from typing import Literal
 
 from seqlab.records import CellSpec, DataFile, DatasetSpec, PositionSpec
 
@@ -341,3 +347,13 @@ RUN_FILES: dict[str, tuple[str, ...]] = {
     "audio_classification": ("classes.json", "calibration.json"),
     "forecasting": ("series.json",),
 }
+
+#: the engines that decode a translation model, by their one name (what ``--engine`` and
+#: ``engine=`` take; :mod:`seqlab.tasks.translation.engines` runs them)
+EngineName = Literal["seqlab", "ctranslate2"]
+ENGINE_NAMES: tuple[str, ...] = typing.get_args(EngineName)
+#: ``seqlab serve --engine``: ``auto`` too (CTranslate2 where it decodes the model)
+SERVER_ENGINE_NAMES: tuple[str, ...] = ("auto", *ENGINE_NAMES)
+#: CTranslate2's quantized compute types (``--quantize``, ``quantize=``); this CPU may run fewer
+QuantizeType = Literal["int8", "int16", "bfloat16"]
+QUANTIZE_TYPES: tuple[str, ...] = typing.get_args(QuantizeType)

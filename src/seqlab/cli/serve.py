@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from seqlab.builtin_records import QUANTIZE_TYPES, SERVER_ENGINE_NAMES
 from seqlab.cli.common import positive_int
 from seqlab.errors import SeqlabError
 from seqlab.serving.limits import Limits
@@ -202,16 +203,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--engine",
-        # seqlab.tasks.translation.engines.SERVER_ENGINES, spelt out: --help imports no task
-        # (tests/test_translation_engines.py checks that they agree)
-        choices=["auto", "seqlab", "ctranslate2"],
+        choices=SERVER_ENGINE_NAMES,  # records only: --help imports no task
         default="auto",
         help="Transformer translation: CTranslate2 when installed (auto), or always seqlab's "
         "own decoder; attention requests always use seqlab's",
     )
-    p.add_argument(
-        "--quantize", choices=["int8", "int16", "bfloat16"], help="ctranslate2: quantized weights"
-    )
+    p.add_argument("--quantize", choices=QUANTIZE_TYPES, help="ctranslate2: quantized weights")
     p.add_argument(
         "--api-key-file", metavar="FILE", help="require this key (Authorization: Bearer KEY)"
     )

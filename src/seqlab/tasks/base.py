@@ -21,7 +21,8 @@ consumer (the command line, the server, Python code) goes through it:
 - ``options``: the command-line options of its commands and the figures it draws
   (:class:`~seqlab.tasks.options.Option`); each one is a keyword argument of ``predict`` or ``evaluate``;
 - ``command_options``: a command's options model (:class:`~seqlab.tasks.options.CommandOptions`),
-  whose fields are flags, keyword arguments and request fields at once;
+  whose fields are flags, keyword arguments and request fields at once; ``run_options``: a
+  second model of how the command runs (translation's engine), flags and keyword arguments;
 - ``check(command, options)``: option combinations refused before any work (the engine of a
   translation, attention of a model that has none).
 
@@ -122,6 +123,10 @@ class Predictor(ABC):
     #: each command's options model (:class:`~seqlab.tasks.options.CommandOptions`), whose
     #: fields are options of that command too: flags, keyword arguments, request fields
     command_options: ClassVar[dict[str, type[CommandOptions]]] = {}
+    #: each command's options of how it runs (translation's engine, cores, figures): a second
+    #: model whose fields are flags and keyword arguments too, but no request's (the server sets
+    #: them once for itself)
+    run_options: ClassVar[dict[str, type[CommandOptions]]] = {}
     #: per command, how a run of this kind is used (appended to the message refusing an option)
     usage: ClassVar[dict[str, str]] = {}
     #: the public methods, listed when a wrong one is asked for
@@ -198,8 +203,8 @@ class Predictor(ABC):
     @classmethod
     def options_for(cls, command: str) -> tuple[Option, ...]:
         """The options ``command`` takes for this kind of run (the common ones first)."""
-        model = cls.command_options.get(command)
-        derived = model.declarations(command) if model is not None else ()
+        models = (cls.command_options.get(command), cls.run_options.get(command))
+        derived = tuple(o for m in models if m is not None for o in m.declarations(command))
         return tuple(o for o in (*COMMON, *derived, *cls.options) if command in o.commands)
 
     def options_of(
@@ -208,9 +213,15 @@ class Predictor(ABC):
         """The options of a call of ``command``'s method: ``options`` (a model already validated,
         taken as it is) or the keyword arguments, validated by the command's model
         (:meth:`~seqlab.tasks.options.CommandOptions.of`): the one check of each value."""
-        model = self.command_options[command]
+        model, runs = self.command_options[command], self.run_options.get(command)
         if isinstance(options, model) and not keywords:
             return options
+        unknown = sorted(set(keywords) - set(model.model_fields))
+        if unknown and runs is not None:  # name the run options too (those taken out already)
+            raise SeqlabError(
+                f"unknown option {unknown[0]!r}; the options are "
+                + ", ".join([*model.model_fields, *runs.called()])
+            )
         given = options.given() if isinstance(options, CommandOptions) else dict(options or {})
         return model.of({**given, **keywords})
 

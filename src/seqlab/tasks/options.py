@@ -201,6 +201,13 @@ class CommandOptions(BaseModel):
     metavars: ClassVar[dict[str, str]] = {}
     #: a field's flag, where not its name (``steps`` → ``--horizon``)
     flags: ClassVar[dict[str, str]] = {}
+    #: a field's role (:data:`Role`), where not ``option``: ``cli`` for one the command line
+    #: alone reads (``--threads``), ``figure_dir`` for a folder of figures (``--attention-png``)
+    roles: ClassVar[dict[str, Role]] = {}
+    #: what a ``figure`` or ``figure_dir`` field draws (``attention heatmaps``)
+    figures: ClassVar[dict[str, str]] = {}
+    #: for a field of the command line alone (role ``cli``), what Python code does instead
+    in_python: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def expects(cls, name: str) -> str:
@@ -244,6 +251,24 @@ class CommandOptions(BaseModel):
             ) from None
 
     @classmethod
+    def of_call(cls, given: CommandOptions | None, keywords: dict[str, Any]) -> Self:
+        """The options of a Python call: ``given`` (validated already, taken as it is) with the
+        keyword arguments that name this model's fields taken out of ``keywords`` (the others
+        are left for the call's other model) and validated here. A field of the command line
+        alone (role ``cli``) is refused, saying what Python code does instead."""
+        mine = {k: keywords.pop(k) for k in list(keywords) if k in cls.model_fields}
+        for name, value in mine.items():
+            if cls.roles.get(name) == "cli" and value is not None:
+                instead = cls.in_python.get(name)
+                raise SeqlabError(
+                    f"{name}= is an option of the command line (--{name.replace('_', '-')}), "
+                    "not of a Python call" + (f"; in Python use {instead}" if instead else "")
+                )
+        if isinstance(given, cls) and not mine:
+            return given
+        return cls.of({**(given.given() if given is not None else {}), **mine})
+
+    @classmethod
     def taken_from(cls, source: BaseModel) -> Self:
         """The options held by ``source``, a request body that inherits this model and was
         validated when it was parsed: taken as they are (not checked again)."""
@@ -264,16 +289,33 @@ class CommandOptions(BaseModel):
                 cls.flags.get(name, "--" + name.replace("_", "-")),
                 field.description or "",
                 (command,),
+                type=_value_type(field),
+                role=cls.roles.get(name, "option"),
                 choices=_choices(field),
                 default=None if field.is_required() else field.default,
                 metavar=cls.metavars.get(name),
                 required=field.is_required(),
                 dest=name,
-                type="flag" if field.annotation is bool else "str",
-                convert=None if field.annotation is bool else argument_type(cls, name, field),
+                figure=cls.figures.get(name, ""),
+                convert=None if _value_type(field) != "str" else argument_type(cls, name, field),
             )
             for name, field in cls.model_fields.items()
         )
+
+    @classmethod
+    def called(cls) -> tuple[str, ...]:
+        """The fields that are keyword arguments of the command's Python method (every one but
+        those the command line alone reads, role ``cli``)."""
+        return tuple(n for n in cls.model_fields if cls.roles.get(n, "option") != "cli")
+
+
+def _value_type(field: FieldInfo) -> ValueType:
+    """How the command line reads a field: a ``bool`` is a flag, a tuple one or more paths
+    (``--ensemble RUN RUN``), anything else one value checked by the field's type."""
+    if field.annotation is bool:
+        return "flag"
+    kinds = (field.annotation, *typing.get_args(field.annotation))
+    return "paths" if any(typing.get_origin(k) is tuple for k in kinds) else "str"
 
 
 def _choices(field: FieldInfo) -> tuple[str, ...]:
@@ -302,11 +344,12 @@ def argument_type(cls: type[CommandOptions], name: str, field: FieldInfo) -> Cal
     return read
 
 
-def show_options(method: Callable[..., Any], model: type[CommandOptions]) -> None:
-    """Give ``method`` (which takes the fields of ``model`` as ``**keywords``, validated by
+def show_options(method: Callable[..., Any], *models: type[CommandOptions]) -> None:
+    """Give ``method`` (which takes the fields of ``models`` as ``**keywords``, validated by
     :meth:`CommandOptions.of`) the signature that lists them: one keyword-only parameter per
-    field, with its default and type, so that ``help()``, ``inspect.signature`` and the API
-    reference show the options the model declares."""
+    field that is a keyword argument (:meth:`CommandOptions.called`), with its default and type,
+    so that ``help()``, ``inspect.signature`` and the API reference show the options the models
+    declare."""
     signature = inspect.signature(method)
     kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     names = {p.name for p in kept}
@@ -314,7 +357,8 @@ def show_options(method: Callable[..., Any], model: type[CommandOptions]) -> Non
         inspect.Parameter(
             name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.annotation
         )
+        for model in models
         for name, f in model.model_fields.items()
-        if name not in names
+        if name not in names and name in model.called()
     ]
     method.__signature__ = signature.replace(parameters=[*kept, *fields])  # type: ignore[attr-defined]

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import torch
 
+from seqlab.builtin_records import ENGINE_NAMES, SERVER_ENGINE_NAMES
 from seqlab.config import DecodeConfig
 from seqlab.data.translation_batching import pad_sequences
 from seqlab.deprecation import renamed_value
@@ -37,15 +38,17 @@ from seqlab.runtime.precision import autocast
 from seqlab.runtime.progress import progress
 
 #: seqlab's own search and CTranslate2, by their one name
-SEQLAB, CTRANSLATE2 = "seqlab", "ctranslate2"
+#: (:data:`seqlab.builtin_records.EngineName`, the field ``engine`` of
+#: :class:`~seqlab.tasks.translation.options.EngineOptions`)
+SEQLAB, CTRANSLATE2 = ENGINE_NAMES
 #: ``seqlab serve --engine auto``: CTranslate2 where it decodes the model and is installed
-AUTO = "auto"
+AUTO = SERVER_ENGINE_NAMES[0]
 #: the engines that decode a translation model (the choices of ``seqlab translate --engine``)
-ENGINES = (SEQLAB, CTRANSLATE2)
+ENGINES = ENGINE_NAMES
 #: every name an engine setting accepts, and the engine it names: ``pytorch`` is deprecated
 ENGINE_SPELLINGS = {SEQLAB: SEQLAB, CTRANSLATE2: CTRANSLATE2, "pytorch": SEQLAB}
 #: ``seqlab serve --engine``'s choices
-SERVER_ENGINES = (AUTO, SEQLAB, CTRANSLATE2)
+SERVER_ENGINES = SERVER_ENGINE_NAMES
 
 
 def engine_name(spelling: str) -> str:

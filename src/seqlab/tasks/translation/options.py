@@ -2,8 +2,11 @@
 once: the decoding options are two frozen models (:class:`DecodeOptions` for ``evaluate``,
 :class:`TranslateOptions` for ``translate``), from which the command line's flags, the keyword
 arguments of :class:`~seqlab.tasks.translation.Translator`'s methods, ``POST /translate``'s
-request body and the reference pages derive (:class:`~seqlab.tasks.options.CommandOptions`); the
-options of the command line alone (files, figures, the engine) are :data:`OPTIONS`.
+request body and the reference pages derive (:class:`~seqlab.tasks.options.CommandOptions`).
+How the commands run (the engine, its compute type, the cores, an ensemble, the heatmaps) is a
+third model, :class:`EngineOptions` (:class:`TranslateEngineOptions` for ``translate``), whose
+fields are flags and keyword arguments but no request's; the files read and written are
+:data:`OPTIONS`.
 
 **Decoding options** (:meth:`DecodeOptions.decode`): the run's ``decode`` section, changed by
 ``beam``, ``nbest`` and ``length_penalty``. ``beam=1`` is greedy search, ``beam=K > 1`` beam search
@@ -15,15 +18,18 @@ silently adjusted.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from pathlib import Path
+from typing import Annotated, ClassVar
 
-from pydantic import Field, PositiveInt
+from pydantic import BeforeValidator, Field, PositiveInt
 
+from seqlab.builtin_records import EngineName, QuantizeType
 from seqlab.config import DecodeConfig
+from seqlab.deprecation import renamed_value
 from seqlab.errors import SeqlabError
 from seqlab.storage.outputs import FILE_RULE, RULE
-from seqlab.tasks.options import CommandOptions, Option
-from seqlab.tasks.translation.engines import ENGINES, SEQLAB, engine_argument
+from seqlab.tasks.options import CommandOptions, Option, Role
+from seqlab.tasks.translation.engines import SEQLAB
 
 #: the largest length penalty accepted (``decode.length_penalty``'s bound)
 MAX_LENGTH_PENALTY = 10.0
@@ -91,7 +97,66 @@ class TranslateOptions(DecodeOptions):
     )
 
 
-#: ``seqlab translate`` / ``evaluate``'s options for a translation run besides the decoding ones
+def _engine_spelling(value: object) -> object:
+    """``pytorch``, the deprecated name of ``seqlab``, read as it with its warning (at each edge:
+    a flag, a keyword argument)."""
+    return renamed_value("engine", value)
+
+
+class EngineOptions(CommandOptions):
+    """How ``seqlab translate`` and ``evaluate`` run, besides the decoding: the engine and its
+    compute type (keyword arguments of :class:`~seqlab.tasks.translation.Translator`'s methods
+    too), and what the command line alone reads (role ``cli``): the cores and the ensemble.
+    ``seqlab serve`` sets the engine, compute type and cores once for the server
+    (:mod:`seqlab.cli.serve`), so no request carries them."""
+
+    metavars: ClassVar[dict[str, str]] = {"threads": "N", "workers": "N", "ensemble": "RUN_DIR"}
+    roles: ClassVar[dict[str, Role]] = {"threads": "cli", "workers": "cli", "ensemble": "cli"}
+    in_python: ClassVar[dict[str, str]] = {
+        "threads": "torch.set_num_threads(N)",
+        "workers": "seqlab.tasks.translation.engines.give_cores_to_seqlab(threads, workers)",
+        "ensemble": "translator.ensemble_with(run_dirs)",
+    }
+
+    engine: Annotated[EngineName, BeforeValidator(_engine_spelling)] = Field(
+        SEQLAB,
+        description="decode with seqlab's own search or the model exported to CTranslate2 (see "
+        "seqlab.tasks.translation.engines); pytorch: the deprecated name of seqlab",
+    )
+    quantize: QuantizeType | None = Field(
+        None,
+        description="ctranslate2: quantized weights (e.g. int8); only the types this CPU runs "
+        "are accepted (the error lists them)",
+    )
+    threads: PositiveInt | None = Field(
+        None, description="decoding threads (default: every core PyTorch uses)"
+    )
+    workers: PositiveInt | None = Field(
+        None,
+        description="batches decoded at once, from as many threads sharing --threads "
+        "(CTranslate2's inter_threads; default: one per thread)",
+    )
+    ensemble: tuple[str, ...] | None = Field(
+        None,
+        description="decode with these trained runs too (each at --which), averaging the "
+        "models' next-token probabilities (their vocabularies and tokenizers must be this run's)",
+    )
+
+
+class TranslateEngineOptions(EngineOptions):
+    """``seqlab translate``'s :class:`EngineOptions` and its figures."""
+
+    metavars: ClassVar[dict[str, str]] = {**EngineOptions.metavars, "attention_png": "DIR"}
+    roles: ClassVar[dict[str, Role]] = {**EngineOptions.roles, "attention_png": "figure_dir"}
+    figures: ClassVar[dict[str, str]] = {"attention_png": "attention heatmaps"}
+
+    attention_png: str | Path | None = Field(
+        None, description=f"write one source×output heatmap per sentence into DIR: {RULE}"
+    )
+
+
+#: ``seqlab translate`` / ``evaluate``'s options for a translation run besides the decoding and
+#: engine ones: the files read and written
 OPTIONS: tuple[Option, ...] = (
     Option(
         "--input",
@@ -114,56 +179,6 @@ OPTIONS: tuple[Option, ...] = (
         ("evaluate",),
         role="output",
         metavar="FILE",
-    ),
-    Option(
-        "--attention-png",
-        f"write one source×output heatmap per sentence into DIR: {RULE}",
-        ("translate",),
-        role="figure_dir",
-        metavar="DIR",
-        figure="attention heatmaps",
-    ),
-    Option(
-        "--ensemble",
-        "decode with these trained runs too (each at --which), averaging the models' "
-        "next-token probabilities (their vocabularies and tokenizers must be this run's)",
-        ("translate", "evaluate"),
-        type="paths",
-        role="cli",
-        metavar="RUN_DIR",
-    ),
-    Option(
-        "--engine",
-        "decode with seqlab's own search or the model exported to CTranslate2 (see "
-        "seqlab.tasks.translation.engines); pytorch: the deprecated name of seqlab",
-        ("translate", "evaluate"),
-        choices=ENGINES,
-        default=SEQLAB,
-        convert=engine_argument,
-    ),
-    Option(
-        "--threads",
-        "decoding threads (default: every core PyTorch uses)",
-        ("translate", "evaluate"),
-        type="positive_int",
-        role="cli",
-        metavar="N",
-    ),
-    Option(
-        "--workers",
-        "batches decoded at once, from as many threads sharing --threads (CTranslate2's "
-        "inter_threads; default: one per thread)",
-        ("translate", "evaluate"),
-        type="positive_int",
-        role="cli",
-        metavar="N",
-    ),
-    Option(
-        "--quantize",
-        "ctranslate2: quantized weights (e.g. int8); only the types this "
-        "CPU runs are accepted (the error lists them)",
-        ("translate", "evaluate"),
-        choices=("int8", "int16", "bfloat16"),
     ),
 )
 #: what ``seqlab evaluate`` scores

@@ -48,7 +48,7 @@ from seqlab.tasks.translation.engines import (
     check_engine,
     ctranslate2_refusal,
 )
-from seqlab.tasks.translation.options import TranslateOptions
+from seqlab.tasks.translation.options import EngineOptions, TranslateOptions
 from seqlab.tasks.translation.translator import Translator
 
 log = logging.getLogger("seqlab.serve")
@@ -152,6 +152,8 @@ class TranslationHandler(Handler):
         engine, quantize = self.settings.get("engine", AUTO), self.settings.get("quantize")
         self.backend, self.why = self._backend(engine, quantize)
         self.quantize = quantize if self.backend == CTRANSLATE2 else None
+        #: what decodes this model's requests, checked once here (attention: seqlab's own)
+        self.decodes = EngineOptions.model_construct(engine=self.backend, quantize=self.quantize)
         if self.why:
             log.info("model %s runs on seqlab's engine: %s", name, self.why)
 
@@ -241,8 +243,7 @@ class TranslationHandler(Handler):
             [s for group in sentences for s in group],
             works[0].decode,
             batch_size=self.limits.max_batch,
-            engine=backend,
-            quantize=self.quantize if backend == CTRANSLATE2 else None,
+            how=EngineOptions() if attention else self.decodes,
         )
         out, start = [], 0
         for group in sentences:

@@ -1,13 +1,14 @@
 """A trained translation model and its vocabularies as the commands of
 :class:`~seqlab.tasks.translation.Translator` use them (:class:`TranslationModel`): the source
 side read (:class:`~seqlab.tasks.translation.decoding.SourceReader`), the target side written,
-what the model has (attention, languages, an ensemble's members), and the engines that decode it
-(:mod:`seqlab.tasks.translation.engines`), opened once per setting."""
+what the model has (attention, languages, an ensemble's members: :meth:`TranslationModel.ensemble_with`),
+the run's decoding changed by an options model (:meth:`TranslationModel.decoding`), and the
+engines that decode it (:mod:`seqlab.tasks.translation.engines`), opened once per setting."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import torch
 
@@ -16,6 +17,7 @@ from seqlab.config import DecodeConfig, ExperimentConfig
 from seqlab.data.translation_batching import TranslationVocabs
 from seqlab.errors import SeqlabError
 from seqlab.models.encoder_decoder import EncoderDecoder
+from seqlab.models.ensemble import Ensemble
 from seqlab.models.search import Hypothesis
 from seqlab.tasks.base import Predictor, Run
 from seqlab.tasks.translation import figures
@@ -30,6 +32,8 @@ from seqlab.tasks.translation.engines import (
     engine_decodes,
     engine_name,
 )
+from seqlab.tasks.translation.ensemble import Joining, Member
+from seqlab.tasks.translation.options import DecodeOptions, EngineOptions
 
 #: a sentence as the methods take it: its text, or read already (:meth:`TranslationModel.sentence`)
 Text = str | Sentence
@@ -62,6 +66,38 @@ class TranslationModel(Predictor):
         self._engines: dict[tuple[str, int, int], Any] = {}  # CTranslate2 engines, by settings
         self.reader = SourceReader(vocabs, cfg.data.max_len - 1)  # :meth:`sentence`
         self.members: list[str] = []  # the other runs of an ensemble (:meth:`ensemble_with`)
+        self._decoded: tuple[DecodeOptions, DecodeConfig] | None = None  # the last decoding()
+
+    def ensemble_with(
+        self,
+        others: Member | Sequence[Member],
+        names: Sequence[str] | None = None,
+        which: str = "best",
+    ) -> Self:
+        """This run and ``others`` (run directories loaded at ``which``, or loaded translators;
+        ``names`` in messages) as one translator whose model is their
+        :class:`~seqlab.models.ensemble.Ensemble` (the mean of next-token probabilities);
+        tokenising, decoding and precision stay this run's
+        (:class:`~seqlab.tasks.translation.ensemble.Joining`)."""
+        mine = str(self.run.run_dir) if self.run is not None else "this run"
+        members = Joining(type(self), self.vocabs, mine).members(others, names, which)
+        models = [self.model, *(o.model for o in members)]  # type: ignore[attr-defined]
+        joined = type(self)(Ensemble(models).eval(), self.cfg, self.vocabs, self.run)
+        joined.precision = self.precision
+        joined.members = [*self.members, *(str(o.checkpoint) for o in members)]
+        return joined
+
+    def decoding(self, options: DecodeOptions) -> DecodeConfig:
+        """The run's ``decode`` section changed by ``options``
+        (:meth:`~seqlab.tasks.translation.options.DecodeOptions.decode`), worked out once per
+        options model: the last one is kept, so a method and those it calls (``evaluate`` →
+        ``score`` → ``translate``) and the command line's check before its calls share it."""
+        last = self._decoded
+        if last is not None and last[0] is options:
+            return last[1]
+        decode = options.decode(self.cfg.decode)
+        self._decoded = (options, decode)
+        return decode
 
     @property
     def checkpoint(self) -> str | None:
@@ -69,15 +105,16 @@ class TranslationModel(Predictor):
         own = super().checkpoint
         return " + ".join([own, *self.members]) if own is not None and self.members else own
 
-    def check_use(self, engine: str, quantize: str | None, need_weights: bool = False) -> None:
-        """The engine (:func:`~seqlab.tasks.translation.engines.check_engine`; an ensemble's
-        is seqlab's) and attention weights, which need a model that attends to the source."""
-        if self.members and engine_name(engine) != SEQLAB:
+    def check_use(self, how: EngineOptions, need_weights: bool = False) -> None:
+        """The engine and compute type of ``how``
+        (:func:`~seqlab.tasks.translation.engines.check_engine`; an ensemble's engine is
+        seqlab's) and attention weights, which need a model that attends to the source."""
+        if self.members and how.engine != SEQLAB:
             raise SeqlabError(
                 "--ensemble decodes with seqlab (--engine seqlab) only: a CTranslate2 export "
                 "holds one model"
             )
-        check_engine(engine, quantize, self.cfg.model, need_weights, self.device.type)
+        check_engine(how.engine, how.quantize, self.cfg.model, need_weights, self.device.type)
         if need_weights and not self.has_attention:
             raise SeqlabError(
                 f"--attention-png: model.arch={self.cfg.model.arch} has no attention over the "
@@ -151,14 +188,13 @@ class TranslationModel(Predictor):
         decode: DecodeConfig,
         need_weights: bool = False,
         batch_size: int = 128,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
+        how: EngineOptions | None = None,
     ) -> list[list[Hypothesis]]:
         """Sentences read already, decoded by ``decode``
-        (:meth:`~seqlab.tasks.translation.Translator.decoding`) on ``engine``
-        (:meth:`check_use`): nothing is checked again."""
+        (:meth:`~seqlab.tasks.translation.Translator.decoding`) on the engine of ``how``
+        (checked already, :meth:`check_use`; None: seqlab's): nothing is checked again."""
         with torch.no_grad():
-            search = self.engine(engine, quantize)
+            search = self.engine(how.engine, how.quantize) if how else self.engine(SEQLAB)
             max_len = self.cfg.data.max_len
             return decode_sentences(search, sentences, decode, need_weights, batch_size, max_len)
 

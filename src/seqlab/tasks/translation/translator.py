@@ -21,7 +21,6 @@ from seqlab.data.vocab import quiet_unknown, warn_unknown
 from seqlab.deprecation import renamed_kwargs
 from seqlab.export.ctranslate2 import give_cores_to_ctranslate2
 from seqlab.models.encoder_decoder import EncoderDecoder
-from seqlab.models.ensemble import Ensemble
 from seqlab.storage.output_dirs import api_output_dir
 from seqlab.storage.text import check_line_breaks
 from seqlab.tasks.base import Predictor, Run
@@ -34,12 +33,13 @@ from seqlab.tasks.translation.decoding import (
     as_sentences,
     normalised_inputs,
 )
-from seqlab.tasks.translation.engines import CTRANSLATE2, SEQLAB, give_cores_to_seqlab
-from seqlab.tasks.translation.ensemble import Joining, Member
+from seqlab.tasks.translation.engines import CTRANSLATE2, give_cores_to_seqlab
 from seqlab.tasks.translation.options import (
     OPTIONS,
     USAGE,
     DecodeOptions,
+    EngineOptions,
+    TranslateEngineOptions,
     TranslateOptions,
 )
 from seqlab.tasks.translation.scorer import Scorer
@@ -74,6 +74,10 @@ class Translator(TranslationModel):
         "translate": TranslateOptions,
         "evaluate": DecodeOptions,
     }
+    run_options: ClassVar[dict[str, type[CommandOptions]]] = {
+        "translate": TranslateEngineOptions,
+        "evaluate": EngineOptions,
+    }
     usage: ClassVar[dict[str, str]] = USAGE
 
     def __init__(
@@ -85,7 +89,6 @@ class Translator(TranslationModel):
     ) -> None:
         super().__init__(model, cfg, vocabs, run)
         self.scorer = Scorer(cfg, self.reader)
-        self._decoded: tuple[DecodeOptions, DecodeConfig] | None = None  # the last decoding()
 
     @classmethod
     def load(cls, run: Run) -> Translator:
@@ -93,25 +96,6 @@ class Translator(TranslationModel):
         :func:`seqlab.tasks.translation.artefacts.load_trained`."""
         model, vocabs = load_trained(run)
         return cls(model, run.cfg, vocabs, run)
-
-    def ensemble_with(
-        self,
-        others: Member | Sequence[Member],
-        names: Sequence[str] | None = None,
-        which: str = "best",
-    ) -> Translator:
-        """This run and ``others`` (run directories loaded at ``which``, or loaded translators;
-        ``names`` in messages) as one translator whose model is their
-        :class:`~seqlab.models.ensemble.Ensemble` (the mean of next-token probabilities);
-        tokenising, decoding and precision stay this run's
-        (:class:`~seqlab.tasks.translation.ensemble.Joining`)."""
-        mine = str(self.run.run_dir) if self.run is not None else "this run"
-        members = Joining(type(self), self.vocabs, mine).members(others, names, which)
-        models = [self.model, *(o.model for o in members)]  # type: ignore[attr-defined]
-        joined = Translator(Ensemble(models).eval(), self.cfg, self.vocabs, self.run)
-        joined.precision = self.precision
-        joined.members = [*self.members, *(str(o.checkpoint) for o in members)]
-        return joined
 
     @classmethod
     def before_load(cls, command: str, options: Mapping[str, Any]) -> None:
@@ -133,27 +117,17 @@ class Translator(TranslationModel):
         return joined
 
     def check(self, command: str, options: Mapping[str, Any]) -> dict[str, Any]:
-        """``options`` of ``command``: its decoding options (validated here, once: what is
-        returned carries them as one ``options`` model), the engine, heatmaps."""
-        model = self.command_options[command]
+        """``options`` of ``command``: its decoding options and how it runs (the engine, the
+        heatmaps), each validated here, once: what is returned carries them as two models,
+        ``options`` and ``how``."""
+        model, runs = self.command_options[command], self.run_options[command]
         chosen = model.of({k: options.get(k) for k in model.model_fields})
         self.decoding(chosen)
-        engine = options.get("engine") or SEQLAB
-        self.check_use(engine, options.get("quantize"), bool(options.get("attention_png")))
-        rest = {k: v for k, v in options.items() if k not in model.model_fields}
-        return {**rest, "options": chosen}
-
-    def decoding(self, options: DecodeOptions) -> DecodeConfig:
-        """The run's ``decode`` section changed by ``options``
-        (:meth:`~seqlab.tasks.translation.options.DecodeOptions.decode`), worked out once per
-        options model: the last one is kept, so a method and those it calls (``evaluate`` →
-        ``score`` → ``translate``) and the command line's check before its calls share it."""
-        last = self._decoded
-        if last is not None and last[0] is options:
-            return last[1]
-        decode = options.decode(self.cfg.decode)
-        self._decoded = (options, decode)
-        return decode
+        how = runs.of({k: options.get(k) for k in runs.called()})
+        self.check_use(how, bool(getattr(how, "attention_png", None)))
+        mine = {*model.model_fields, *runs.model_fields}
+        rest = {k: v for k, v in options.items() if k not in mine}
+        return {**rest, "options": chosen, "how": how}
 
     @renamed_kwargs(need_attention="need_weights")
     @torch.no_grad()
@@ -164,8 +138,7 @@ class Translator(TranslationModel):
         *,
         need_weights: bool = False,
         batch_size: int = 128,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
+        how: EngineOptions | None = None,
         **keywords: Any,
     ) -> Any:
         """n-best hypotheses per sentence, in input order (batched by length); given one
@@ -179,15 +152,17 @@ class Translator(TranslationModel):
             options: the decoding options (a
                 :class:`~seqlab.tasks.translation.options.TranslateOptions`), or given as keyword
                 arguments (``beam=5, nbest=2``), one per field.
-            engine: ``seqlab`` (seqlab's own search) or ``ctranslate2`` (the model exported to
-                CTranslate2, :mod:`~seqlab.tasks.translation.ctranslate2_engine`'s cache):
-                :mod:`seqlab.tasks.translation.engines`.
-            quantize: with ``ctranslate2``: a compute type such as ``int8``.
+            how: the engine and its compute type (an
+                :class:`~seqlab.tasks.translation.options.EngineOptions`), or given as keyword
+                arguments: ``engine="seqlab"`` (seqlab's own search) or ``"ctranslate2"`` (the
+                model exported to CTranslate2, :mod:`~seqlab.tasks.translation.ctranslate2_engine`'s
+                cache; :mod:`seqlab.tasks.translation.engines`), ``quantize="int8"``.
         """
         texts, single = as_sentences(sentences)
+        engine: Any = self.run_options["evaluate"].of_call(how, keywords)
         decode = self.decoding(self.options_of("translate", options, keywords))
-        self.check_use(engine, quantize, need_weights)
-        found = self._hypotheses(texts, decode, need_weights, batch_size, engine, quantize)
+        self.check_use(engine, need_weights)
+        found = self._hypotheses(texts, decode, need_weights, batch_size, engine)
         return found[0] if single else found
 
     @torch.no_grad()
@@ -197,15 +172,14 @@ class Translator(TranslationModel):
         decode: DecodeConfig,
         need_weights: bool,
         batch_size: int,
-        engine: str,
-        quantize: str | None,
+        how: EngineOptions,
     ) -> list[list[Any]]:
         """:meth:`hypotheses` of sentences and a decoding already checked."""
-        how = self.cfg.data.normalize  # 我愛你 read as 我爱你: said
+        norm = self.cfg.data.normalize  # 我愛你 read as 我爱你: said
         named = ((f"sentence {i}", t) for i, t in enumerate(texts))
-        warn_normalised(normalised_inputs(named, how), how, 4)
+        warn_normalised(normalised_inputs(named, norm), norm, 4)
         sentences = [self.sentence(t) for t in texts]
-        return self.decode(sentences, decode, need_weights, batch_size, engine, quantize)
+        return self.decode(sentences, decode, need_weights, batch_size, how)
 
     @torch.no_grad()
     def attention(
@@ -230,30 +204,31 @@ class Translator(TranslationModel):
         inputs: Sequence[str] | str,
         options: TranslateOptions | None = None,
         *,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
-        attention_png: str | Path | None = None,
         numbers: Sequence[int] | None = None,
+        how: TranslateEngineOptions | None = None,
         **keywords: Any,
     ) -> Translations:
         """Translations of ``inputs`` (``seqlab translate``): the best of each, or the ``nbest``
         best with their scores (``options``, or its fields as keyword arguments:
-        :class:`~seqlab.tasks.translation.options.TranslateOptions`); with ``attention_png`` one
-        source × output heatmap per sentence in that directory, ``attention-NNNN.png`` after its
-        input line (``numbers``, default 1, 2, …), by the rule of ``--attention-png``. Unknown
-        tokens are reported by input line (``input line N``)."""
+        :class:`~seqlab.tasks.translation.options.TranslateOptions`), on the engine of ``how``
+        (or ``engine=``, ``quantize=``: :class:`~seqlab.tasks.translation.options.EngineOptions`);
+        with ``attention_png`` one source × output heatmap per sentence in that directory,
+        ``attention-NNNN.png`` after its input line (``numbers``, default 1, 2, …), by the rule
+        of ``--attention-png``. Unknown tokens are reported by input line (``input line N``)."""
         texts, _ = as_sentences(inputs)
+        engine: Any = self.run_options["translate"].of_call(how, keywords)
+        attention_png = engine.attention_png
         decode = self.decoding(self.options_of("translate", options, keywords))
-        self.check_use(engine, quantize, bool(attention_png))
+        self.check_use(engine, bool(attention_png))
         numbers = list(numbers) if numbers is not None else list(range(1, len(texts) + 1))
         folder = api_output_dir(attention_png, "attention_png")  # checked now, before any work
         sentences = [self.sentence(t) for t in texts]
         lines = [f"input line {n}" for n in numbers]
-        how = self.cfg.data.normalize
-        warn_normalised(normalised_inputs(zip(lines, texts, strict=True), how), how, 2)
+        norm = self.cfg.data.normalize
+        warn_normalised(normalised_inputs(zip(lines, texts, strict=True), norm), norm, 2)
         warn_unknown(zip(lines, (s.unknown for s in sentences), strict=True), 2)
         with quiet_unknown():  # reported above, by input line
-            found = self.decode(sentences, decode, bool(attention_png), 128, engine, quantize)
+            found = self.decode(sentences, decode, bool(attention_png), 128, engine)
         out = Translations(
             [[(self.detokenize(h.tokens), h.score) for h in hyps] for hyps in found],
             numbers,
@@ -275,20 +250,21 @@ class Translator(TranslationModel):
         options: DecodeOptions | None = None,
         *,
         batch_size: int = 128,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
+        how: EngineOptions | None = None,
         **keywords: Any,
     ) -> Any:
         """The best translation of each sentence (``options``, or ``beam=``,
         ``length_penalty=``: :class:`~seqlab.tasks.translation.options.DecodeOptions`; None =
-        the run's ``decode``): a list for a list of sentences, a string for one sentence."""
+        the run's ``decode``), on the engine of ``how`` (or ``engine=``, ``quantize=``): a list
+        for a list of sentences, a string for one sentence."""
         texts, single = as_sentences(sentences)
+        engine: Any = self.run_options["evaluate"].of_call(how, keywords)
         chosen = self.options_of("evaluate", options, keywords)
         decode = self.decoding(chosen)
         if decode.nbest != 1:  # the best alone, whatever the run's decode.nbest
             decode = decode.model_copy(update={"nbest": 1})
-        self.check_use(engine, quantize, False)
-        found = self._hypotheses(texts, decode, False, batch_size, engine, quantize)
+        self.check_use(engine)
+        found = self._hypotheses(texts, decode, False, batch_size, engine)
         outputs = [self.detokenize(h[0].tokens) for h in found]
         return outputs[0] if single else outputs
 
@@ -298,8 +274,7 @@ class Translator(TranslationModel):
         references: Sequence[str],
         options: DecodeOptions | None = None,
         *,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
+        how: EngineOptions | None = None,
         **keywords: Any,
     ) -> dict[str, Any]:
         """Translate ``sources`` and score them against ``references``: BLEU, chrF, …, and the
@@ -308,8 +283,9 @@ class Translator(TranslationModel):
         scored against the references read the same way
         (:meth:`~seqlab.tasks.translation.scorer.Scorer.score`)."""
         check_pairs(sources, references)
+        engine: Any = self.run_options["evaluate"].of_call(how, keywords)
         chosen = self.options_of("evaluate", options, keywords)
-        outputs = self.translate(sources, chosen, engine=engine, quantize=quantize)
+        outputs = self.translate(sources, chosen, how=engine)
         return self.scorer.score(outputs, references)
 
     def evaluate(
@@ -318,10 +294,9 @@ class Translator(TranslationModel):
         files: Mapping[str, str | Path] | None = None,
         options: DecodeOptions | None = None,
         *,
-        engine: str = SEQLAB,
-        quantize: str | None = None,
         output: str | Path | None = None,
         force: bool = False,
+        how: EngineOptions | None = None,
         **keywords: Any,
     ) -> TranslationReport:
         """BLEU, chrF and paper-style BLEU on a ``split`` of the run's dataset (default ``val``)
@@ -330,24 +305,25 @@ class Translator(TranslationModel):
         rule of ``--output`` (:func:`seqlab.storage.outputs.output_file`: a file seqlab did not
         write is refused before any work unless ``force``):
         :meth:`~seqlab.tasks.translation.scorer.Scorer.evaluate`."""
+        engine: Any = self.run_options["evaluate"].of_call(how, keywords)
         chosen = self.options_of("evaluate", options, keywords)
         decode = self.decoding(chosen)
-        self.check_use(engine, quantize)
+        self.check_use(engine)
         split, named = self._source(split, files, "val")
 
         def score(sources: list[str], references: list[str]) -> dict[str, Any]:
-            return self.score(sources, references, chosen, engine=engine, quantize=quantize)
+            return self.score(sources, references, chosen, how=engine)
 
         report = self.scorer.evaluate(split, named, decode, score, self.checkpoint, output, force)
         report.device = str(self.device)  # CTranslate2 decodes where the model is, too
         return report
 
 
-for _method, _command in (
-    (Translator.predict, "translate"),
-    (Translator.hypotheses, "translate"),
-    (Translator.translate, "evaluate"),
-    (Translator.score, "evaluate"),
-    (Translator.evaluate, "evaluate"),
-):  # their keyword arguments are the fields of the command's options model
-    show_options(_method, Translator.command_options[_command])
+for _method, _command, _how in (
+    (Translator.predict, "translate", TranslateEngineOptions),
+    (Translator.hypotheses, "translate", EngineOptions),
+    (Translator.translate, "evaluate", EngineOptions),
+    (Translator.score, "evaluate", EngineOptions),
+    (Translator.evaluate, "evaluate", EngineOptions),
+):  # their keyword arguments are the fields of the command's options models
+    show_options(_method, Translator.command_options[_command], _how)
